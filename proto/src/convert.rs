@@ -1,0 +1,246 @@
+//! Conversions between the wire types of `cronstable.v1` and the core's domain types.
+//!
+//! Wire types stop here: everything past this module works on `JobSpec`, `FiringKind`,
+//! `Decision`. A malformed field becomes a [`FieldError`] that names the field, which the
+//! service turns into `INVALID_ARGUMENT`.
+
+use std::time::Duration;
+
+use crate::v1 as pb;
+use cronstable_core::schedule::Schedule;
+use cronstable_core::{
+    ClusterPolicy, ConcurrencyPolicy, FiringKind, JobSpec, Reason, RetryPolicy, Verdict,
+};
+
+/// A request field that cannot be used, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct FieldError {
+    /// The field's path in the request, e.g. `jobs[2].schedule`.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+fn bad(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// The domain policy of a wire policy. Unspecified means the default, Leader.
+pub fn policy_from_wire(value: i32, field: &str) -> Result<ClusterPolicy, FieldError> {
+    match pb::ClusterPolicy::try_from(value) {
+        Ok(pb::ClusterPolicy::Unspecified | pb::ClusterPolicy::Leader) => Ok(ClusterPolicy::Leader),
+        Ok(pb::ClusterPolicy::PreferLeader) => Ok(ClusterPolicy::PreferLeader),
+        Ok(pb::ClusterPolicy::EveryNode) => Ok(ClusterPolicy::EveryNode),
+        Err(_) => Err(bad(field, format!("unknown cluster policy value {value}"))),
+    }
+}
+
+/// The wire policy of a domain policy.
+pub fn policy_to_wire(policy: ClusterPolicy) -> pb::ClusterPolicy {
+    match policy {
+        ClusterPolicy::Leader => pb::ClusterPolicy::Leader,
+        ClusterPolicy::PreferLeader => pb::ClusterPolicy::PreferLeader,
+        ClusterPolicy::EveryNode => pb::ClusterPolicy::EveryNode,
+    }
+}
+
+fn concurrency_from_wire(value: i32, field: &str) -> Result<ConcurrencyPolicy, FieldError> {
+    match pb::ConcurrencyPolicy::try_from(value) {
+        Ok(pb::ConcurrencyPolicy::Unspecified | pb::ConcurrencyPolicy::Allow) => {
+            Ok(ConcurrencyPolicy::Allow)
+        }
+        Ok(pb::ConcurrencyPolicy::Forbid) => Ok(ConcurrencyPolicy::Forbid),
+        Ok(pb::ConcurrencyPolicy::Replace) => Ok(ConcurrencyPolicy::Replace),
+        Err(_) => Err(bad(
+            field,
+            format!("unknown concurrency policy value {value}"),
+        )),
+    }
+}
+
+/// The domain job of a wire job definition at `jobs[index]`. The schedule is checked here so
+/// a client learns about a bad expression at registration, not at its first firing.
+pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, FieldError> {
+    let at = |f: &str| format!("jobs[{index}].{f}");
+    if def.name.trim().is_empty() {
+        return Err(bad(at("name"), "must not be empty"));
+    }
+    if def.command.trim().is_empty() {
+        return Err(bad(
+            at("command"),
+            format!("job {:?} has an empty command", def.name),
+        ));
+    }
+    let timezone = (!def.timezone.is_empty()).then_some(def.timezone);
+    if let Err(e) = Schedule::parse(&def.schedule, timezone.as_deref()) {
+        return Err(bad(at("schedule"), format!("job {:?}: {e}", def.name)));
+    }
+    Ok(JobSpec {
+        cluster_policy: policy_from_wire(def.cluster_policy, &at("cluster_policy"))?,
+        concurrency_policy: concurrency_from_wire(
+            def.concurrency_policy,
+            &at("concurrency_policy"),
+        )?,
+        stdin: (!def.stdin.is_empty()).then_some(def.stdin),
+        timezone,
+        environment: def.environment.into_iter().collect(),
+        timeout: (def.timeout_ms > 0).then(|| Duration::from_millis(def.timeout_ms)),
+        retry: RetryPolicy {
+            retries: def.retries,
+            backoff: Duration::from_millis(def.retry_backoff_ms),
+            max_backoff: Duration::from_millis(def.retry_backoff_max_ms),
+        },
+        name: def.name,
+        schedule: def.schedule,
+        command: def.command,
+    })
+}
+
+/// The wire form of a domain job (used by executors when they register).
+pub fn job_to_wire(job: &JobSpec) -> pb::JobDefinition {
+    pb::JobDefinition {
+        name: job.name.clone(),
+        schedule: job.schedule.clone(),
+        command: job.command.clone(),
+        stdin: job.stdin.clone().unwrap_or_default(),
+        cluster_policy: policy_to_wire(job.cluster_policy) as i32,
+        timezone: job.timezone.clone().unwrap_or_default(),
+        environment: job.environment.clone().into_iter().collect(),
+        timeout_ms: job.timeout.map_or(0, |d| d.as_millis() as u64),
+        retries: job.retry.retries,
+        retry_backoff_ms: job.retry.backoff.as_millis() as u64,
+        retry_backoff_max_ms: job.retry.max_backoff.as_millis() as u64,
+        concurrency_policy: match job.concurrency_policy {
+            ConcurrencyPolicy::Allow => pb::ConcurrencyPolicy::Allow,
+            ConcurrencyPolicy::Forbid => pb::ConcurrencyPolicy::Forbid,
+            ConcurrencyPolicy::Replace => pb::ConcurrencyPolicy::Replace,
+        } as i32,
+    }
+}
+
+/// The domain firing kind of a wire kind and attempt.
+pub fn kind_from_wire(kind: i32, attempt: u32) -> Result<FiringKind, FieldError> {
+    match pb::FiringKind::try_from(kind) {
+        Ok(pb::FiringKind::Scheduled) => Ok(FiringKind::Scheduled),
+        Ok(pb::FiringKind::Reboot) => Ok(FiringKind::Reboot),
+        Ok(pb::FiringKind::Manual) => Ok(FiringKind::Manual),
+        Ok(pb::FiringKind::Retry) if attempt >= 2 => Ok(FiringKind::Retry { attempt }),
+        Ok(pb::FiringKind::Retry) => Err(bad(
+            "attempt",
+            format!("a RETRY firing needs attempt >= 2, got {attempt}"),
+        )),
+        Ok(pb::FiringKind::Unspecified) => {
+            Err(bad("kind", "must be SCHEDULED, REBOOT, RETRY or MANUAL"))
+        }
+        Err(_) => Err(bad("kind", format!("unknown firing kind value {kind}"))),
+    }
+}
+
+/// The wire firing kind of a domain kind.
+pub fn kind_to_wire(kind: FiringKind) -> pb::FiringKind {
+    match kind {
+        FiringKind::Scheduled => pb::FiringKind::Scheduled,
+        FiringKind::Reboot => pb::FiringKind::Reboot,
+        FiringKind::Retry { .. } => pb::FiringKind::Retry,
+        FiringKind::Manual => pb::FiringKind::Manual,
+    }
+}
+
+/// The wire verdict of a domain verdict.
+pub fn verdict_to_wire(verdict: Verdict) -> pb::Verdict {
+    match verdict {
+        Verdict::Run => pb::Verdict::Run,
+        Verdict::Skip => pb::Verdict::Skip,
+        Verdict::Defer => pb::Verdict::Defer,
+    }
+}
+
+/// The wire reason of a domain reason (one to one).
+pub fn reason_to_wire(reason: Reason) -> pb::Reason {
+    match reason {
+        Reason::ElectionOff => pb::Reason::ElectionOff,
+        Reason::Manual => pb::Reason::Manual,
+        Reason::EveryNode => pb::Reason::EveryNode,
+        Reason::NoManager => pb::Reason::NoManager,
+        Reason::Conflict => pb::Reason::Conflict,
+        Reason::NoQuorum => pb::Reason::NoQuorum,
+        Reason::Leader => pb::Reason::Leader,
+        Reason::NotLeader => pb::Reason::NotLeader,
+        Reason::Owner => pb::Reason::Owner,
+        Reason::NotOwner => pb::Reason::NotOwner,
+        Reason::ConvergenceHold => pb::Reason::ConvergenceHold,
+        Reason::CoordinatorUnreachable => pb::Reason::CoordinatorUnreachable,
+        Reason::ConcurrencyPolicy => pb::Reason::ConcurrencyPolicy,
+        Reason::TooLate => pb::Reason::TooLate,
+    }
+}
+
+/// The domain reason of a wire reason; `None` for unspecified or unknown values.
+pub fn reason_from_wire(value: i32) -> Option<Reason> {
+    let wire = pb::Reason::try_from(value).ok()?;
+    Reason::ALL.into_iter().find(|r| reason_to_wire(*r) == wire)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_round_trips_through_the_wire() {
+        for r in Reason::ALL {
+            assert_eq!(reason_from_wire(reason_to_wire(r) as i32), Some(r));
+        }
+        assert_eq!(reason_from_wire(0), None);
+        assert_eq!(reason_from_wire(9999), None);
+    }
+
+    #[test]
+    fn a_job_round_trips_through_the_wire() {
+        let mut job = JobSpec::new("backup", "0 3 * * *", "./backup.sh");
+        job.cluster_policy = ClusterPolicy::PreferLeader;
+        job.timezone = Some("Europe/Berlin".into());
+        job.environment.insert("A".into(), "1".into());
+        job.timeout = Some(Duration::from_secs(30));
+        job.stdin = Some("hello\n".into());
+        job.retry = RetryPolicy {
+            retries: 2,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(8),
+        };
+        job.concurrency_policy = ConcurrencyPolicy::Forbid;
+        assert_eq!(job_from_wire(job_to_wire(&job), 0).unwrap(), job);
+    }
+
+    #[test]
+    fn a_bad_schedule_names_the_field_and_the_job() {
+        let mut def = job_to_wire(&JobSpec::new("x", "61 * * * *", "true"));
+        let err = job_from_wire(def.clone(), 3).unwrap_err();
+        assert_eq!(err.field, "jobs[3].schedule");
+        assert!(err.reason.contains("\"x\""), "{err}");
+        def.schedule = "* * * * *".into();
+        def.cluster_policy = 42;
+        assert_eq!(
+            job_from_wire(def, 0).unwrap_err().field,
+            "jobs[0].cluster_policy"
+        );
+    }
+
+    #[test]
+    fn retry_kinds_need_a_relaunch_attempt_number() {
+        assert_eq!(
+            kind_from_wire(pb::FiringKind::Retry as i32, 2),
+            Ok(FiringKind::Retry { attempt: 2 })
+        );
+        assert_eq!(
+            kind_from_wire(pb::FiringKind::Retry as i32, 1)
+                .unwrap_err()
+                .field,
+            "attempt"
+        );
+        assert_eq!(kind_from_wire(0, 1).unwrap_err().field, "kind");
+    }
+}

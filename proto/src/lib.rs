@@ -1,0 +1,14 @@
+//! Rust bindings for the cronstable executor API, package `cronstable.v1`.
+//!
+//! The `.proto` file beside this crate (`proto/cronstable/v1/cronstable.proto`) is the contract
+//! for every executor: the shim, the gate, and clients in other languages. [`v1`] re-exports
+//! what `tonic-prost-build` generates from it; [`convert`] maps wire types to the core's domain
+//! types, so nothing past the gRPC adapters of the coordinator and the shim sees prost types.
+
+/// Generated messages, enums, the `Executor` client and the `Executor` server trait.
+#[allow(missing_docs, unreachable_pub, clippy::all)]
+pub mod v1 {
+    tonic::include_proto!("cronstable.v1");
+}
+
+pub mod convert;
