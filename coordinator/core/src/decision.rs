@@ -1,0 +1,295 @@
+//! The decision for one node and one firing: seed 000's per-job policy table (inventory §3).
+//!
+//! [`decide`] is a pure function of the job's policy, the firing kind and a [`Gate`] snapshot of
+//! what this node's cluster manager currently knows. The coordinator builds the gate from its
+//! latest cluster view and answers `ShouldRun` with the result; the shim applies the same table
+//! itself (as [`Gate::NoManager`]) when it cannot reach the coordinator.
+//!
+//! Rows, evaluated in order:
+//!
+//! | # | condition | outcome |
+//! |---|---|---|
+//! | 0 | manual firing | run (never gated, POL-02) |
+//! | 1 | election off | run (every node runs everything) |
+//! | 2 | policy EveryNode | run, even without a manager |
+//! | 3 | no manager | Leader skips; PreferLeader runs |
+//! | 4 | conflict visible | Leader skips (defers for retries and @reboot) |
+//! | 5 | PreferLeader | run only on the availability owner; held during convergence |
+//! | 6 | Leader | run only on the quorum-gated leader / per-job owner |
+//!
+//! Scheduled firings never defer: a firing that cannot run now is skipped, because the next due
+//! instant is the next chance. Retries and `@reboot` one-shots defer on transient denials (no
+//! quorum, a conflict, the convergence hold) and skip only when ownership is confirmed elsewhere
+//! (RTY-02, RTY-03, RBT-01).
+
+use std::fmt;
+
+use crate::job::ClusterPolicy;
+
+/// What kind of firing is being decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FiringKind {
+    /// A due instant of the job's schedule.
+    Scheduled,
+    /// The one-shot of an `@reboot` job.
+    Reboot,
+    /// A relaunch after a failed attempt; `attempt` is 2 for the first relaunch.
+    Retry {
+        /// The attempt number about to run.
+        attempt: u32,
+    },
+    /// An operator's explicit start.
+    Manual,
+}
+
+impl FiringKind {
+    /// True for firings that wait out a transient denial instead of being dropped.
+    pub fn defers(self) -> bool {
+        matches!(self, Self::Reboot | Self::Retry { .. })
+    }
+}
+
+/// What this node's cluster manager knows at the moment of the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gate {
+    /// No cluster section, or `electLeader: false`: every node runs every job.
+    ElectionOff,
+    /// Election is configured but there is no manager: its listener or backend failed to start,
+    /// or (seen from the shim) the coordinator could not be reached in time.
+    NoManager,
+    /// A running manager's view, already resolved for the job being decided.
+    Manager(ManagerView),
+}
+
+/// A cluster manager's view, resolved for one job.
+///
+/// The backend derives it: on gossip `quorate` means a quorum of agreeing members is visible and
+/// `availability_owner` means "lowest reachable agreeing node" (or the spread owner among the
+/// reachable); on a lease backend `quorate` means a fresh read of the store, `leader_owner` means
+/// "holds the lease by the local deadline", and `availability_owner` means "holds the lease, or
+/// cannot reach the store".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ManagerView {
+    /// A duplicate nodeName, a cluster-size disagreement or a policy mismatch is visible.
+    pub conflict: bool,
+    /// This node sees a quorum (gossip) or has a fresh store read (lease backends).
+    pub quorate: bool,
+    /// A freshly built manager has not yet heard from every peer (gossip convergence hold).
+    pub converging: bool,
+    /// `distribution: spread`: ownership is per job, so reasons say owner rather than leader.
+    pub spread: bool,
+    /// This node is the quorum-gated leader, or under spread the quorum-gated owner of this job.
+    pub leader_owner: bool,
+    /// This node is the availability owner of this job (the PreferLeader rule).
+    pub availability_owner: bool,
+}
+
+/// The answer for one firing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Run it now.
+    Run,
+    /// Do not run this firing; it will not be offered again.
+    Skip,
+    /// Not now; ask again later.
+    Defer,
+}
+
+impl Verdict {
+    /// Lower-case name for logs and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Run => "run",
+            Self::Skip => "skip",
+            Self::Defer => "defer",
+        }
+    }
+}
+
+/// Why. One enum for every verdict, mirrored one to one by the proto's `Reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// Election is off; every node runs everything.
+    ElectionOff,
+    /// Manual runs are never gated.
+    Manual,
+    /// The job's policy is EveryNode.
+    EveryNode,
+    /// There is no cluster manager (Leader skips, PreferLeader runs).
+    NoManager,
+    /// A cluster conflict is visible.
+    Conflict,
+    /// This node does not see a quorum.
+    NoQuorum,
+    /// This node is the quorum-gated leader.
+    Leader,
+    /// Another node is the leader.
+    NotLeader,
+    /// This node owns the job.
+    Owner,
+    /// Another node owns the job.
+    NotOwner,
+    /// A fresh cluster manager is still converging.
+    ConvergenceHold,
+    /// The executor could not reach its coordinator in time (executor-side).
+    CoordinatorUnreachable,
+    /// The previous run was still going and the job forbids overlap (executor-side).
+    ConcurrencyPolicy,
+    /// The firing came later than the lateness bound (executor-side).
+    TooLate,
+}
+
+impl Reason {
+    /// Every reason, in declaration order.
+    pub const ALL: [Reason; 14] = [
+        Self::ElectionOff,
+        Self::Manual,
+        Self::EveryNode,
+        Self::NoManager,
+        Self::Conflict,
+        Self::NoQuorum,
+        Self::Leader,
+        Self::NotLeader,
+        Self::Owner,
+        Self::NotOwner,
+        Self::ConvergenceHold,
+        Self::CoordinatorUnreachable,
+        Self::ConcurrencyPolicy,
+        Self::TooLate,
+    ];
+
+    /// Stable snake_case code for JSON, metrics labels and logs.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::ElectionOff => "election_off",
+            Self::Manual => "manual",
+            Self::EveryNode => "every_node",
+            Self::NoManager => "no_manager",
+            Self::Conflict => "conflict",
+            Self::NoQuorum => "no_quorum",
+            Self::Leader => "leader",
+            Self::NotLeader => "not_leader",
+            Self::Owner => "owner",
+            Self::NotOwner => "not_owner",
+            Self::ConvergenceHold => "convergence_hold",
+            Self::CoordinatorUnreachable => "coordinator_unreachable",
+            Self::ConcurrencyPolicy => "concurrency_policy",
+            Self::TooLate => "too_late",
+        }
+    }
+
+    /// A readable sentence for logs and API answers.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ElectionOff => "leader election is off, so every node runs every job",
+            Self::Manual => "manual runs are never gated",
+            Self::EveryNode => "the job's clusterPolicy is EveryNode",
+            Self::NoManager => "there is no cluster manager on this node",
+            Self::Conflict => "a cluster conflict is visible (duplicate nodeName, size or policy)",
+            Self::NoQuorum => "this node does not see a quorum",
+            Self::Leader => "this node is the quorum-gated leader",
+            Self::NotLeader => "another node is the leader",
+            Self::Owner => "this node owns the job",
+            Self::NotOwner => "another node owns the job",
+            Self::ConvergenceHold => "the cluster manager is still converging after a start",
+            Self::CoordinatorUnreachable => "the coordinator did not answer in time",
+            Self::ConcurrencyPolicy => {
+                "the previous run is still going and the job forbids overlap"
+            }
+            Self::TooLate => "the firing came later than the lateness bound",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A verdict with its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// Run, skip or defer.
+    pub verdict: Verdict,
+    /// Why.
+    pub reason: Reason,
+}
+
+impl Decision {
+    const fn new(verdict: Verdict, reason: Reason) -> Self {
+        Self { verdict, reason }
+    }
+
+    /// Shorthand for a run.
+    pub const fn run(reason: Reason) -> Self {
+        Self::new(Verdict::Run, reason)
+    }
+
+    /// Shorthand for a skip.
+    pub const fn skip(reason: Reason) -> Self {
+        Self::new(Verdict::Skip, reason)
+    }
+
+    /// Shorthand for a deferral.
+    pub const fn defer(reason: Reason) -> Self {
+        Self::new(Verdict::Defer, reason)
+    }
+}
+
+/// Decides one firing of a job with `policy` on this node. See the module docs for the table.
+pub fn decide(policy: ClusterPolicy, kind: FiringKind, gate: Gate) -> Decision {
+    if kind == FiringKind::Manual {
+        return Decision::run(Reason::Manual);
+    }
+    let view = match gate {
+        Gate::ElectionOff => return Decision::run(Reason::ElectionOff),
+        _ if policy == ClusterPolicy::EveryNode => return Decision::run(Reason::EveryNode),
+        Gate::NoManager => {
+            return match policy {
+                ClusterPolicy::PreferLeader => Decision::run(Reason::NoManager),
+                _ => Decision::skip(Reason::NoManager),
+            };
+        }
+        Gate::Manager(view) => view,
+    };
+    // A transient denial: retries and @reboot one-shots wait it out, scheduled firings are gone.
+    let denied = |reason| {
+        if kind.defers() {
+            Decision::defer(reason)
+        } else {
+            Decision::skip(reason)
+        }
+    };
+    match policy {
+        ClusterPolicy::EveryNode => Decision::run(Reason::EveryNode),
+        ClusterPolicy::PreferLeader => {
+            if view.converging {
+                denied(Reason::ConvergenceHold)
+            } else if view.availability_owner {
+                Decision::run(Reason::Owner)
+            } else {
+                Decision::skip(Reason::NotOwner)
+            }
+        }
+        ClusterPolicy::Leader => {
+            let (owner, not_owner) = if view.spread {
+                (Reason::Owner, Reason::NotOwner)
+            } else {
+                (Reason::Leader, Reason::NotLeader)
+            };
+            if view.conflict {
+                denied(Reason::Conflict)
+            } else if !view.quorate {
+                denied(Reason::NoQuorum)
+            } else if view.leader_owner {
+                Decision::run(owner)
+            } else if view.converging && kind.defers() {
+                // An unconverged view cannot confirm that another node owns the job.
+                Decision::defer(Reason::ConvergenceHold)
+            } else {
+                Decision::skip(not_owner)
+            }
+        }
+    }
+}

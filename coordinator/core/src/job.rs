@@ -1,0 +1,195 @@
+//! The job model shared by every part of cronstable: what a job is, independent of where it was
+//! written down (a crontab line, a YAML job file, a gRPC registration).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Who runs a firing of a job when leader election is on (seed 000, "Per-job policy").
+///
+/// Inert while election is off: then every node runs every job.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+pub enum ClusterPolicy {
+    /// Only the quorum-gated leader (or, under `distribution: spread`, the job's quorum-gated
+    /// owner) runs it. Fails closed: skips rather than risk a second run.
+    #[default]
+    Leader,
+    /// Never skips: runs on the leader, or on any node that cannot see one. May run twice.
+    PreferLeader,
+    /// Runs on every node, never gated.
+    EveryNode,
+}
+
+impl ClusterPolicy {
+    /// Every policy, in declaration order (for exhaustive tests and docs).
+    pub const ALL: [ClusterPolicy; 3] = [Self::Leader, Self::PreferLeader, Self::EveryNode];
+
+    /// The spelling used in config files and JSON (`Leader`, `PreferLeader`, `EveryNode`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Leader => "Leader",
+            Self::PreferLeader => "PreferLeader",
+            Self::EveryNode => "EveryNode",
+        }
+    }
+}
+
+impl fmt::Display for ClusterPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A string that names no [`ClusterPolicy`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown clusterPolicy {0:?}: expected Leader, PreferLeader or EveryNode")]
+pub struct UnknownPolicy(pub String);
+
+impl FromStr for ClusterPolicy {
+    type Err = UnknownPolicy;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownPolicy(s.to_owned()))
+    }
+}
+
+/// What to do with a firing while the previous run of the same job is still going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum ConcurrencyPolicy {
+    /// Start the new run beside the old one.
+    #[default]
+    Allow,
+    /// Skip the new firing (reported with reason `concurrency policy`).
+    Forbid,
+    /// Stop the old run (its process group), then start the new one.
+    Replace,
+}
+
+impl ConcurrencyPolicy {
+    /// The spelling used in config files (`Allow`, `Forbid`, `Replace`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "Allow",
+            Self::Forbid => "Forbid",
+            Self::Replace => "Replace",
+        }
+    }
+}
+
+/// How a failed run is relaunched. Every relaunch re-asks the coordinator first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RetryPolicy {
+    /// Relaunches after the first failed attempt; 0 disables retries.
+    pub retries: u32,
+    /// Wait before the first relaunch; doubled for each later one.
+    pub backoff: Duration,
+    /// Upper bound on the doubled wait.
+    pub max_backoff: Duration,
+}
+
+impl RetryPolicy {
+    /// The wait before attempt `attempt` (2 for the first relaunch): `backoff · 2^(attempt−2)`,
+    /// capped at `max_backoff` (or uncapped when `max_backoff` is zero).
+    pub fn backoff_before(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(2).min(32);
+        let wait = self.backoff.saturating_mul(1u32 << doublings.min(31));
+        if self.max_backoff.is_zero() {
+            wait
+        } else {
+            wait.min(self.max_backoff)
+        }
+    }
+}
+
+/// One job, as the executor will run it.
+///
+/// Which of these fields the job-set ID covers is documented in [`crate::fingerprint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// Unique name within the job set: from the YAML `name`, a crontab annotation, or derived
+    /// from the crontab line.
+    pub name: String,
+    /// The schedule as written: five fields, six fields (seconds first), an `@` alias, or
+    /// `@reboot`.
+    pub schedule: String,
+    /// The command, run with `/bin/sh -c`.
+    pub command: String,
+    /// Text fed to the command's standard input (the part of a crontab command after an
+    /// unescaped `%`, with further `%` turned into newlines); `None` for none.
+    pub stdin: Option<String>,
+    /// Who runs a firing when election is on.
+    pub cluster_policy: ClusterPolicy,
+    /// IANA time zone the schedule is evaluated in; `None` for UTC.
+    pub timezone: Option<String>,
+    /// Literal environment variables of the job definition (crontab `VAR=value` lines in force
+    /// at the job's line, or YAML `environment`). The executor's own inherited environment is
+    /// host-specific and not part of the job.
+    pub environment: BTreeMap<String, String>,
+    /// Kill the run's process group after this long; `None` for no limit.
+    pub timeout: Option<Duration>,
+    /// Relaunch policy after a failed attempt.
+    pub retry: RetryPolicy,
+    /// What to do when a firing comes while a run is still going.
+    pub concurrency_policy: ConcurrencyPolicy,
+}
+
+impl JobSpec {
+    /// A job with the given name, schedule and command and every other field at its default.
+    pub fn new(
+        name: impl Into<String>,
+        schedule: impl Into<String>,
+        command: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            schedule: schedule.into(),
+            command: command.into(),
+            stdin: None,
+            cluster_policy: ClusterPolicy::default(),
+            timezone: None,
+            environment: BTreeMap::new(),
+            timeout: None,
+            retry: RetryPolicy::default(),
+            concurrency_policy: ConcurrencyPolicy::default(),
+        }
+    }
+
+    /// True for an `@reboot` job: it fires once when the executor starts, never on a schedule.
+    pub fn is_reboot(&self) -> bool {
+        self.schedule.trim().eq_ignore_ascii_case("@reboot")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_round_trips_through_its_config_spelling() {
+        for p in ClusterPolicy::ALL {
+            assert_eq!(p.as_str().parse::<ClusterPolicy>(), Ok(p));
+        }
+        assert!("leader".parse::<ClusterPolicy>().is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_second_attempt_and_is_capped() {
+        let r = RetryPolicy {
+            retries: 5,
+            backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(5),
+        };
+        assert_eq!(r.backoff_before(2), Duration::from_secs(1));
+        assert_eq!(r.backoff_before(3), Duration::from_secs(2));
+        assert_eq!(r.backoff_before(4), Duration::from_secs(4));
+        assert_eq!(r.backoff_before(5), Duration::from_secs(5));
+        assert_eq!(r.backoff_before(60), Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,37 @@
+//! The pure decision core of cronstable.
+//!
+//! Everything here is plain data and functions: no async runtime, no sockets, no filesystem, no
+//! clock reads. Time is always an argument. Both binaries (the coordinator and the executor
+//! shim) depend on this crate; it depends on nothing that does I/O, and a test
+//! (`tests/purity.rs`) keeps it that way.
+//!
+//! # Layout
+//!
+//! - [`job`]: the job model (`JobSpec`, `ClusterPolicy`, retry and concurrency policies).
+//! - [`decision`]: the per-firing decision table (`decide`).
+//! - [`quorum`]: quorum math (`quorum_size`).
+//! - [`election`]: the leader-election rule (`elect_leader`).
+//! - [`rendezvous`]: highest-random-weight ownership of a job among members.
+//! - [`fingerprint`]: the job-set ID (`v1:` + SHA-256) and the cluster-wide firing ID.
+//! - [`drift`]: the per-peer drift streak behind `driftAfter`.
+//! - [`schedule`]: crontab schedule semantics on top of croner, with time zones and DST.
+//! - [`crontab`]: the crontab file parser (cronie/Vixie compatible, with annotations).
+//! - [`jobfile`]: the YAML job file parser.
+//! - [`yaml`]: YAML deserialization with file, line and key path in every error.
+//! - [`duration`]: the duration syntax of config and job files (`90s`, `1h30m`, `10`).
+
+pub mod crontab;
+pub mod decision;
+pub mod drift;
+pub mod duration;
+pub mod election;
+pub mod fingerprint;
+pub mod job;
+pub mod jobfile;
+pub mod quorum;
+pub mod rendezvous;
+pub mod schedule;
+pub mod yaml;
+
+pub use decision::{Decision, FiringKind, Gate, ManagerView, Reason, Verdict, decide};
+pub use job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, RetryPolicy};
