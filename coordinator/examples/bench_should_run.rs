@@ -1,0 +1,170 @@
+//! Benchmark: ShouldRun over loopback gRPC beside a bare tonic unary echo of a similar message.
+//!
+//! Both servers run in this process on 127.0.0.1 sockets with the same tonic settings; the
+//! echo answers a `ShouldRunRequest` with a constant `ShouldRunResponse` (no lookup, no
+//! decision, no ledger), which is the floor on this machine. Reports p50/p99 latency and calls
+//! per second at concurrency 1 and 64.
+//!
+//! Run: `cargo run --release -p cronstable-coordinator --example bench_should_run [-- SECONDS]`
+
+use std::time::{Duration, Instant};
+
+use cronstable_coordinator::cluster::ClusterView;
+use cronstable_coordinator::state::CoordinatorState;
+use cronstable_core::JobSpec;
+use cronstable_proto::v1 as pb;
+use cronstable_proto::v1::executor_client::ExecutorClient;
+use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
+use tokio::net::TcpListener;
+use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Server};
+use tonic::{Request, Response, Status};
+
+/// The floor: answers ShouldRun with a constant.
+struct Echo;
+
+#[tonic::async_trait]
+impl Executor for Echo {
+    async fn register_jobs(
+        &self,
+        _: Request<pb::RegisterJobsRequest>,
+    ) -> Result<Response<pb::RegisterJobsResponse>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
+    async fn should_run(
+        &self,
+        r: Request<pb::ShouldRunRequest>,
+    ) -> Result<Response<pb::ShouldRunResponse>, Status> {
+        let r = r.into_inner();
+        Ok(Response::new(pb::ShouldRunResponse {
+            verdict: pb::Verdict::Run as i32,
+            reason: pb::Reason::ElectionOff as i32,
+            message: "leader election is off, so every node runs every job".into(),
+            owner: "bench".into(),
+            fence: None,
+            retry_after_ms: 0,
+            firing_id: format!("v1:0123456789abcdef:{}:{}", r.job, r.scheduled_at_ms),
+            node_name: "bench".into(),
+        }))
+    }
+    async fn report_run(
+        &self,
+        _: Request<pb::ReportRunRequest>,
+    ) -> Result<Response<pb::ReportRunResponse>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
+    async fn handoff(
+        &self,
+        _: Request<pb::HandoffRequest>,
+    ) -> Result<Response<pb::HandoffResponse>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
+    type WatchStream = tokio_stream::wrappers::ReceiverStream<Result<pb::Instruction, Status>>;
+    async fn watch(
+        &self,
+        _: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
+}
+
+async fn serve<S>(svc: S) -> String
+where
+    S: tonic::codegen::Service<
+            http::Request<tonic::body::Body>,
+            Response = http::Response<tonic::body::Body>,
+            Error = std::convert::Infallible,
+        > + tonic::server::NamedService
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+    tokio::spawn(
+        Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(incoming),
+    );
+    format!("http://{addr}")
+}
+
+async fn measure(
+    url: &str,
+    concurrency: usize,
+    for_how_long: Duration,
+) -> (Duration, Duration, f64) {
+    let channel = Channel::from_shared(url.to_owned())
+        .unwrap()
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..concurrency {
+        let mut client = ExecutorClient::new(channel.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut n = 0i64;
+            while start.elapsed() < for_how_long {
+                let req = pb::ShouldRunRequest {
+                    executor_id: "bench".into(),
+                    job: "charge-cards".into(),
+                    scheduled_at_ms: 1_780_000_000_000 + n * 1000 + w as i64,
+                    kind: pb::FiringKind::Scheduled as i32,
+                    attempt: 1,
+                };
+                let t = Instant::now();
+                client.should_run(req).await.unwrap();
+                samples.push(t.elapsed());
+                n += 1;
+            }
+            samples
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let elapsed = start.elapsed();
+    all.sort();
+    let pct = |p: f64| all[((all.len() as f64 * p) as usize).min(all.len() - 1)];
+    (
+        pct(0.50),
+        pct(0.99),
+        all.len() as f64 / elapsed.as_secs_f64(),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let secs: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let (_tx, rx) = tokio::sync::watch::channel(ClusterView::election_off("bench"));
+    let state = CoordinatorState::new(rx);
+    state
+        .registry
+        .register(
+            "bench",
+            vec![JobSpec::new("charge-cards", "0 * * * *", "./charge.sh")],
+        )
+        .unwrap();
+    let coordinator = serve(cronstable_coordinator::grpc::service(state)).await;
+    let echo = serve(ExecutorServer::new(Echo)).await;
+    println!("| server | concurrency | p50 | p99 | calls/s |");
+    println!("|---|---|---|---|---|");
+    for concurrency in [1, 64] {
+        for (name, url) in [("tonic echo", &echo), ("ShouldRun", &coordinator)] {
+            // Warm up the connection and allocator before measuring.
+            measure(url, concurrency, Duration::from_millis(300)).await;
+            let (p50, p99, rate) = measure(url, concurrency, Duration::from_secs(secs)).await;
+            println!("| {name} | {concurrency} | {p50:?} | {p99:?} | {rate:.0} |");
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! The load-time rules (inventory §1.8) and advisories (§1.9), applied to the raw config.
+//!
+//! Every rule runs; nothing stops at the first violation, so `validate-config` shows the whole
+//! list at once. Each error and warning names the key path, and the line of that key (or of the
+//! nearest enclosing key the file writes, for a key that is missing).
+//!
+//! This file holds the top level, the shared pieces (addresses, TLS, peers, secrets) and the
+//! gossip rules; the lease backends are in [`super::lease`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use cronstable_core::yaml::{KeyLines, YamlError};
+
+use super::address::{HostPort, ListenAddr};
+use super::cluster::{
+    Backend, ClusterConfig, DEFAULT_INTERVAL, ObservabilityConfig, PeerConfig, TlsPaths,
+};
+use super::raw::{RawCluster, RawConfig, RawObservability, RawPeer, RawSecret, RawTls};
+use super::secret::SecretSource;
+use super::{Config, ConfigError, Outcome};
+
+/// Collects errors and warnings, positioning each with the document's [`KeyLines`].
+pub(super) struct Ctx<'a> {
+    source: &'a str,
+    lines: KeyLines,
+    errors: Vec<ConfigError>,
+    warnings: Vec<String>,
+}
+
+impl Ctx<'_> {
+    /// Records a ConfigError at `path`.
+    pub(super) fn error(&mut self, path: &str, message: impl Into<String>) {
+        let e = YamlError::at(self.source, &self.lines, path, message);
+        self.errors.push(e.into());
+    }
+
+    /// Records a ConfigError about `path`, positioned at `anchor` (or its nearest written
+    /// parent): for a required key whose whole section is missing, the line that asked for it.
+    pub(super) fn error_near(&mut self, path: &str, anchor: &str, message: impl Into<String>) {
+        let mut e: ConfigError = YamlError::at(self.source, &self.lines, anchor, message).into();
+        e.path = path.to_owned();
+        self.errors.push(e);
+    }
+
+    /// Records an advisory at `path`.
+    pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
+        let w = YamlError::at(self.source, &self.lines, path, message);
+        self.warnings.push(w.to_string());
+    }
+
+    /// True when the file writes the key at `path`, even with an empty (null) value.
+    pub(super) fn written(&self, path: &str) -> bool {
+        self.lines.get(path).is_some()
+    }
+
+    /// The line of the key at `path`, when the file writes it.
+    pub(super) fn line(&self, path: &str) -> Option<usize> {
+        self.lines.line(path)
+    }
+}
+
+/// Applies every rule to `raw` (deserialized from `text`).
+pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
+    let mut ctx = Ctx {
+        source,
+        lines: KeyLines::new(text),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut config = Config::default();
+    if let Some(listen) = raw.api.and_then(|api| api.listen) {
+        match listen.parse::<ListenAddr>() {
+            Ok(addr) => config.api.listen = addr,
+            Err(e) => ctx.error("api.listen", e.to_string()),
+        }
+    }
+    if let Some(web) = raw.web {
+        if let Some(listen) = &web.listen {
+            if let Some(addr) = host_port(&mut ctx, "web.listen", listen) {
+                config.web.listen = addr;
+            }
+        }
+        config.web.auth_token = secret(&mut ctx, "web.authToken", web.auth_token.as_ref());
+    } else if ctx.written("web.authToken") {
+        secret(&mut ctx, "web.authToken", None);
+    }
+    config.cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
+    // File order reads best; errors without a line (none today) go last.
+    ctx.errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    Outcome {
+        config,
+        errors: ctx.errors,
+        warnings: ctx.warnings,
+    }
+}
+
+/// A `host:port` value at `path`, or an error there.
+pub(super) fn host_port(ctx: &mut Ctx<'_>, path: &str, text: &str) -> Option<HostPort> {
+    text.parse()
+        .map_err(|e: super::address::AddressError| ctx.error(path, e.to_string()))
+        .ok()
+}
+
+/// A secret mapping at `path`. A key written with no value (`password:`) is configured but
+/// empty, which fails closed like `value: ""`.
+pub(super) fn secret(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    raw: Option<&RawSecret>,
+) -> Option<SecretSource> {
+    match raw {
+        Some(raw) => match SecretSource::from_raw(raw) {
+            Ok(source) => Some(source),
+            Err((key, why)) => {
+                let at = key.map_or_else(|| path.to_owned(), |k| format!("{path}.{k}"));
+                ctx.error(&at, why);
+                None
+            }
+        },
+        None if ctx.written(path) => {
+            ctx.error(
+                path,
+                "is empty: set exactly one of value, fromFile or fromEnvVar (a configured-but-empty \
+                 secret fails closed)",
+            );
+            None
+        }
+        None => None,
+    }
+}
+
+/// A blank path is an error (rule 2): it is what a template renders for an unset variable.
+pub(super) fn nonblank_path(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    value: Option<&String>,
+    why: &str,
+) -> Option<PathBuf> {
+    match value {
+        Some(v) if !v.trim().is_empty() => Some(PathBuf::from(v)),
+        Some(_) => {
+            ctx.error(
+                path,
+                format!("is blank (an unset template variable?): {why}"),
+            );
+            None
+        }
+        None if ctx.written(path) => {
+            ctx.error(
+                path,
+                format!("is blank (an unset template variable?): {why}"),
+            );
+            None
+        }
+        None => None,
+    }
+}
+
+/// An mTLS mesh's `tls:` (rule 2): ca, cert and key, all present and nonblank.
+fn tls(ctx: &mut Ctx<'_>, path: &str, raw: Option<&RawTls>) -> Option<TlsPaths> {
+    let empty = RawTls::default();
+    let raw = raw.unwrap_or(&empty);
+    let mut get = |key: &str, value: Option<&String>, why: &str| {
+        let full = format!("{path}.{key}");
+        let got = nonblank_path(ctx, &full, value, why);
+        if got.is_none() && value.is_none() && !ctx.written(&full) {
+            ctx.error(&full, format!("is missing: {path} needs ca, cert and key"));
+        }
+        got
+    };
+    let ca = get(
+        "ca",
+        raw.ca.as_ref(),
+        "without a CA the listener would accept clients without certificates",
+    );
+    let cert = get(
+        "cert",
+        raw.cert.as_ref(),
+        "this node's certificate is required",
+    );
+    let key = get(
+        "key",
+        raw.key.as_ref(),
+        "this node's private key is required",
+    );
+    Some(TlsPaths {
+        ca: ca?,
+        cert: cert?,
+        key: key?,
+    })
+}
+
+/// A `peers:` list: each host checked (rule 1), exact duplicates dropped with a warning (the
+/// first is kept, so a repeated line cannot inflate N). Returns the kept entries with their
+/// index in the file, and how many distinct entries there were, valid or not.
+fn peers(ctx: &mut Ctx<'_>, path: &str, raw: &[RawPeer]) -> (Vec<(usize, PeerConfig)>, usize) {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut kept = Vec::new();
+    for (i, peer) in raw.iter().enumerate() {
+        let item = format!("{path}[{i}].host");
+        if let Some(j) = first.get(peer.host.as_str()) {
+            let at = ctx
+                .line(&format!("{path}[{j}]"))
+                .map(|l| format!(" (line {l})"))
+                .unwrap_or_default();
+            ctx.warn(
+                &item,
+                format!(
+                    "duplicate of {path}[{j}]{at}; dropped, so it does not count toward the \
+                     cluster size"
+                ),
+            );
+            continue;
+        }
+        first.insert(&peer.host, i);
+        if let Some(host) = host_port(ctx, &item, &peer.host) {
+            kept.push((i, PeerConfig { host }));
+        }
+    }
+    (kept, first.len())
+}
+
+/// Peers that are provably this node (CFG-05): a loopback host on `listen`'s port, when
+/// `listen` binds loopback or every interface (so the loopback connection reaches it).
+fn self_entries(listen: Option<&HostPort>, peers: &[(usize, PeerConfig)]) -> Vec<(usize, String)> {
+    let Some(listen) = listen else {
+        return Vec::new();
+    };
+    if !(listen.is_loopback() || listen.is_unspecified()) {
+        return Vec::new();
+    }
+    peers
+        .iter()
+        .filter(|(_, p)| p.host.port == listen.port && p.host.is_loopback())
+        .map(|(i, p)| (*i, p.host.to_string()))
+        .collect()
+}
+
+fn self_entry_message(host: &str, listen: Option<&HostPort>) -> String {
+    let listen = listen.map(ToString::to_string).unwrap_or_default();
+    format!(
+        "{host} is this node itself (a loopback address on this node's listen port, listen \
+         {listen}); list only the OTHER members"
+    )
+}
+
+/// The `cluster:` section.
+fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
+    let backend = raw.backend.unwrap_or_default();
+    let mut c = ClusterConfig {
+        backend,
+        ..ClusterConfig::default()
+    };
+    if let Some(name) = &raw.node_name {
+        if name.trim().is_empty() {
+            ctx.error(
+                "cluster.nodeName",
+                "is blank: leave it out for the system hostname, or give a unique stable name",
+            );
+        } else {
+            c.node_name = Some(name.clone());
+        }
+    }
+    if let Some(interval) = raw.interval {
+        if interval.is_zero() {
+            ctx.error("cluster.interval", "must be more than 0 seconds");
+        } else {
+            c.interval = interval;
+        }
+    }
+    match raw.drift_after {
+        Some(0) => ctx.error("cluster.driftAfter", "must be at least 1 round"),
+        Some(n) => c.drift_after = n,
+        None => {}
+    }
+    if let Some(timeout) = raw.connect_timeout {
+        if timeout.is_zero() {
+            ctx.error("cluster.connectTimeout", "must be more than 0 seconds");
+        } else {
+            c.connect_timeout = timeout;
+        }
+    }
+    // The gossip keys are checked on every backend: a malformed address is a mistake even
+    // where it is ignored, and leaving it in would bite on a switch back to gossip.
+    let listen = raw
+        .listen
+        .as_deref()
+        .and_then(|l| host_port(ctx, "cluster.listen", l));
+    let tls_written = raw.tls.is_some() || ctx.written("cluster.tls");
+    let tls_paths = if tls_written {
+        tls(ctx, "cluster.tls", raw.tls.as_ref())
+    } else {
+        None
+    };
+    let (peers, distinct) = peers(ctx, "cluster.peers", raw.peers.as_deref().unwrap_or(&[]));
+    c.observability = observability(ctx, backend, raw.observability.as_ref());
+    if backend.is_lease() {
+        super::lease::apply(ctx, &mut c, raw);
+        return c;
+    }
+    let elect = raw.elect_leader.unwrap_or(false);
+    c.elect_leader = elect;
+    c.distribution = raw.distribution.unwrap_or_default();
+    let n = distinct + 1;
+    if elect {
+        if raw.listen.is_none() {
+            ctx.error_near(
+                "cluster.listen",
+                "cluster.electLeader",
+                "is required with electLeader on the gossip backend: the mTLS /peer listener \
+                 peers poll (for example \"0.0.0.0:8443\")",
+            );
+        }
+        if !tls_written {
+            ctx.error_near(
+                "cluster.tls",
+                "cluster.electLeader",
+                "is required with electLeader on the gossip backend: ca, cert and key from the \
+                 dedicated cluster CA",
+            );
+        }
+        let quorum = n / 2 + 1;
+        match n {
+            1 => ctx.warn(
+                "cluster.electLeader",
+                "no peers are listed, so the cluster has 1 node with quorum 1 and this node \
+                 always leads; list every other member under peers",
+            ),
+            2 => ctx.error(
+                "cluster.electLeader",
+                "with 2 nodes (1 peer) election is strictly worse than a single replica: quorum \
+                 is 2 of 2, so losing either node stops every Leader job; use 3 or more nodes, \
+                 or electLeader: false for attestation only",
+            ),
+            n if n % 2 == 0 => ctx.warn(
+                "cluster.peers",
+                format!(
+                    "the cluster has an even size {n} (quorum {quorum}): it tolerates no more \
+                     failures than {} nodes would; prefer an odd size",
+                    n - 1
+                ),
+            ),
+            _ => {}
+        }
+    } else {
+        if raw.distribution.is_some() {
+            ctx.warn(
+                "cluster.distribution",
+                "is inert without electLeader: every node runs every job",
+            );
+        }
+        if raw.listen.is_none() || !tls_written {
+            ctx.warn(
+                "cluster",
+                "attestation needs cluster.listen and cluster.tls; without them this node \
+                 neither serves /peer nor polls its peers",
+            );
+        }
+    }
+    for (i, host) in self_entries(listen.as_ref(), &peers) {
+        let path = format!("cluster.peers[{i}].host");
+        let message = self_entry_message(&host, listen.as_ref());
+        if elect {
+            ctx.error(&path, message);
+        } else {
+            ctx.warn(&path, message);
+        }
+    }
+    for other in ["kubernetes", "etcd", "filesystem"] {
+        let path = format!("cluster.{other}");
+        if ctx.written(&path) {
+            ctx.warn(&path, format!("is ignored: cluster.backend is {backend}"));
+        }
+    }
+    c.listen = listen;
+    c.tls = tls_paths;
+    c.peers = peers.into_iter().map(|(_, p)| p).collect();
+    c
+}
+
+/// `cluster.observability` (rule 3: the mesh gets the same address and TLS checks).
+fn observability(
+    ctx: &mut Ctx<'_>,
+    backend: Backend,
+    raw: Option<&RawObservability>,
+) -> Option<ObservabilityConfig> {
+    const PATH: &str = "cluster.observability";
+    let o = raw?;
+    let tls_written = o.tls.is_some() || ctx.written("cluster.observability.tls");
+    let mesh_keys = o.listen.is_some() || tls_written || o.peers.is_some() || o.interval.is_some();
+    if !o.enabled.unwrap_or(true) {
+        if mesh_keys {
+            ctx.warn(
+                PATH,
+                "is disabled (enabled: false); its mesh keys are ignored",
+            );
+        }
+        return None;
+    }
+    let listen = o
+        .listen
+        .as_deref()
+        .and_then(|l| host_port(ctx, "cluster.observability.listen", l));
+    let tls_paths = if tls_written {
+        tls(ctx, "cluster.observability.tls", o.tls.as_ref())
+    } else {
+        None
+    };
+    let (peers, _) = peers(
+        ctx,
+        "cluster.observability.peers",
+        o.peers.as_deref().unwrap_or(&[]),
+    );
+    if o.interval.is_some_and(|i| i.is_zero()) {
+        ctx.error(
+            "cluster.observability.interval",
+            "must be more than 0 seconds",
+        );
+    }
+    if backend == Backend::Gossip {
+        if mesh_keys {
+            ctx.warn(
+                PATH,
+                "on the gossip backend node stats ride the main mesh; listen, tls, peers and \
+                 interval here are ignored (write observability: true)",
+            );
+        }
+        return Some(ObservabilityConfig::Marker);
+    }
+    if o.listen.is_none() {
+        ctx.error(
+            "cluster.observability.listen",
+            format!(
+                "is required: backend {backend} has no node-to-node channel, so observability \
+                 needs its own gossip mesh (listen, tls, peers)"
+            ),
+        );
+    }
+    if !tls_written {
+        ctx.error(
+            "cluster.observability.tls",
+            "is required for the observability mesh: ca, cert and key",
+        );
+    }
+    for (i, host) in self_entries(listen.as_ref(), &peers) {
+        let path = format!("cluster.observability.peers[{i}].host");
+        ctx.warn(&path, self_entry_message(&host, listen.as_ref()));
+    }
+    Some(ObservabilityConfig::Mesh {
+        listen: listen?,
+        tls: tls_paths?,
+        peers: peers.into_iter().map(|(_, p)| p).collect(),
+        interval: o.interval.unwrap_or(DEFAULT_INTERVAL),
+    })
+}

@@ -1,0 +1,119 @@
+//! `cronstable demo`: the quick start. Starts a coordinator and an executor shim on loopback
+//! with an example crontab, one job of each clusterPolicy, and logs every firing, decision and
+//! run as it happens. Everything is real (gRPC over a socket, `/bin/sh` processes); nothing
+//! outside the machine is needed.
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Context;
+use cronstable_shim::source::JobSource;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::listeners::{ApiListener, Listeners};
+
+/// Options of `cronstable demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DemoArgs {
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<u64>,
+    /// Where the coordinator's HTTP API listens (falls back to a free port if taken).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub web_listen: String,
+}
+
+/// The demo's crontab: one job of each policy, two of them on a seconds schedule so something
+/// happens right away.
+pub const DEMO_CRONTAB: &str = r#"# The cronstable demo crontab. Annotations name each job and set its clusterPolicy.
+GREETING=hello from cronstable
+
+# cronstable: name=tick-leader-only clusterPolicy=Leader seconds=true
+*/5 * * * * * echo "$CRONSTABLE_JOB ran for $CRONSTABLE_SCHEDULED_AT (attempt $CRONSTABLE_ATTEMPT)"
+
+# cronstable: name=tick-prefer-leader clusterPolicy=PreferLeader seconds=true
+*/7 * * * * * echo "$CRONSTABLE_JOB ran for $CRONSTABLE_SCHEDULED_AT"
+
+# cronstable: name=tick-every-node clusterPolicy=EveryNode
+* * * * * echo "$GREETING: $CRONSTABLE_JOB, firing $CRONSTABLE_FIRING_ID"
+
+# cronstable: name=hello-at-boot clusterPolicy=EveryNode
+@reboot echo "$CRONSTABLE_JOB: the shim started"
+"#;
+
+/// Runs the demo until `shutdown` resolves or the duration passes. Its crontab goes into a
+/// fresh directory under `scratch` (the binary passes the system temp dir).
+pub async fn run(
+    args: DemoArgs,
+    scratch: &std::path::Path,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let dir = scratch.join(format!("cronstable-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let crontab = dir.join("crontab");
+    std::fs::write(&crontab, DEMO_CRONTAB)
+        .with_context(|| format!("writing {}", crontab.display()))?;
+
+    let api = TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding the demo's gRPC port")?;
+    let web = match TcpListener::bind(&args.web_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{} is not free ({e}); using another port", args.web_listen);
+            TcpListener::bind("127.0.0.1:0")
+                .await
+                .context("binding the demo's HTTP port")?
+        }
+    };
+    let listeners = Listeners {
+        api: ApiListener::Tcp(api),
+        web,
+    };
+    let api_url = listeners.api.url();
+    let web_addr = listeners.web_addr()?;
+    println!("cronstable demo: one coordinator and one executor shim on this machine");
+    println!("  crontab      {}", crontab.display());
+    println!("  gRPC API     {api_url}");
+    println!(
+        "  HTTP API     http://{web_addr}/job-set-id   (try: curl -X POST http://{web_addr}/jobs/tick-leader-only/start)"
+    );
+    println!("  every firing is decided by the coordinator; watch the log below (Ctrl-C stops)\n");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let coordinator = tokio::spawn(crate::run(
+        Config::default(),
+        "demo-node".into(),
+        listeners,
+        stopped(),
+    ));
+    let mut shim_config = cronstable_shim::ShimConfig::new(JobSource::Crontab(crontab), api_url);
+    shim_config.executor_id = "demo-shim".into();
+    let (_reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
+    let shim = tokio::spawn(cronstable_shim::run(shim_config, stopped(), reload_rx));
+
+    let limit = async {
+        match args.duration {
+            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = shutdown => {}
+        _ = limit => {}
+    }
+    let _ = stop_tx.send(true);
+    shim.await.context("the shim task failed")??;
+    coordinator.await.context("the coordinator task failed")??;
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("cronstable demo stopped");
+    Ok(())
+}

@@ -1,0 +1,334 @@
+//! The gRPC adapter: the `cronstable.v1.Executor` service over [`CoordinatorState`].
+//!
+//! Every error is a gRPC status with a readable message: an unknown job is `NOT_FOUND` naming
+//! the job, a malformed request is `INVALID_ARGUMENT` naming the field (MN-10).
+
+use std::pin::Pin;
+
+use cronstable_core::FiringKind;
+use cronstable_core::Verdict;
+use cronstable_proto::convert::{
+    FieldError, job_from_wire, kind_from_wire, policy_to_wire, reason_from_wire, reason_to_wire,
+    verdict_to_wire,
+};
+use cronstable_proto::v1 as pb;
+use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::clock::now_ms;
+use crate::jobs::RegisterError;
+use crate::ledger::{Event, Record};
+use crate::state::{CoordinatorState, Instruction};
+
+/// How long a DEFER asks the executor to wait before asking again.
+const DEFER_HINT_MS: u64 = 1_000;
+
+/// The tonic service for [`CoordinatorState`].
+pub fn service(state: CoordinatorState) -> ExecutorServer<ExecutorService> {
+    ExecutorServer::new(ExecutorService { state })
+}
+
+/// Implements `cronstable.v1.Executor`.
+#[derive(Debug, Clone)]
+pub struct ExecutorService {
+    state: CoordinatorState,
+}
+
+fn invalid(e: FieldError) -> Status {
+    Status::invalid_argument(e.to_string())
+}
+
+fn require(value: &str, field: &str) -> Result<(), Status> {
+    if value.is_empty() {
+        Err(Status::invalid_argument(format!(
+            "{field}: must not be empty"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn unknown_job(job: &str) -> Status {
+    Status::not_found(format!(
+        "no job named {job:?} is registered on this node; register it with RegisterJobs first"
+    ))
+}
+
+type InstructionStream = Pin<Box<dyn Stream<Item = Result<pb::Instruction, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Executor for ExecutorService {
+    async fn register_jobs(
+        &self,
+        request: Request<pb::RegisterJobsRequest>,
+    ) -> Result<Response<pb::RegisterJobsResponse>, Status> {
+        let req = request.into_inner();
+        require(&req.executor_id, "executor_id")?;
+        let jobs = req
+            .jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, def)| job_from_wire(def, i))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(invalid)?;
+        let count = jobs.len();
+        let before = self.state.registry.current().id.clone();
+        let set = self
+            .state
+            .registry
+            .register(&req.executor_id, jobs)
+            .map_err(|e| match e {
+                RegisterError::TakenByOther { .. } => Status::already_exists(e.to_string()),
+                other => Status::invalid_argument(other.to_string()),
+            })?;
+        if set.id != before {
+            tracing::info!(job_set_id = %set.id, jobs = set.jobs.len(), "job-set ID changed");
+        }
+        tracing::info!(
+            executor = req.executor_id,
+            jobs = count,
+            "executor registered its jobs"
+        );
+        let election_on = !matches!(
+            self.state.view.borrow().election,
+            crate::cluster::Election::Off
+        );
+        let jobs = set
+            .jobs
+            .values()
+            .filter(|j| j.executor_id == req.executor_id)
+            .map(|j| pb::EffectiveJob {
+                name: j.spec.name.clone(),
+                // With election off the policy is inert: every node runs every job.
+                effective_policy: if election_on {
+                    policy_to_wire(j.spec.cluster_policy) as i32
+                } else {
+                    pb::ClusterPolicy::EveryNode as i32
+                },
+            })
+            .collect();
+        Ok(Response::new(pb::RegisterJobsResponse {
+            job_set_id: set.id.to_string(),
+            jobs,
+        }))
+    }
+
+    async fn should_run(
+        &self,
+        request: Request<pb::ShouldRunRequest>,
+    ) -> Result<Response<pb::ShouldRunResponse>, Status> {
+        let req = request.into_inner();
+        require(&req.job, "job")?;
+        let kind = kind_from_wire(req.kind, req.attempt).map_err(invalid)?;
+        let attempt = req.attempt.max(1);
+        let answer = self
+            .state
+            .should_run(&req.job, req.scheduled_at_ms, kind, attempt, now_ms())
+            .ok_or_else(|| unknown_job(&req.job))?;
+        let decision = answer.decision;
+        Ok(Response::new(pb::ShouldRunResponse {
+            verdict: verdict_to_wire(decision.verdict) as i32,
+            reason: reason_to_wire(decision.reason) as i32,
+            message: decision.reason.describe().to_owned(),
+            owner: answer.owner.unwrap_or_default(),
+            fence: answer.fence,
+            retry_after_ms: if decision.verdict == Verdict::Defer {
+                DEFER_HINT_MS
+            } else {
+                0
+            },
+            firing_id: answer.firing_id,
+            node_name: self.state.node_name(),
+        }))
+    }
+
+    async fn report_run(
+        &self,
+        request: Request<pb::ReportRunRequest>,
+    ) -> Result<Response<pb::ReportRunResponse>, Status> {
+        let req = request.into_inner();
+        require(&req.job, "job")?;
+        if self.state.registry.current().get(&req.job).is_none() {
+            return Err(unknown_job(&req.job));
+        }
+        let kind = kind_from_wire(req.kind, req.attempt.max(1)).map_err(invalid)?;
+        let event = match req.event {
+            Some(pb::report_run_request::Event::Started(s)) => Event::Started {
+                at_ms: s.started_at_ms,
+                pid: s.pid,
+            },
+            Some(pb::report_run_request::Event::Finished(f)) => Event::Finished {
+                started_at_ms: f.started_at_ms,
+                finished_at_ms: f.finished_at_ms,
+                exit_code: f.exit_code,
+                signal: f.signal,
+                timed_out: f.timed_out,
+                output_tail: f.output_tail,
+            },
+            Some(pb::report_run_request::Event::Skipped(s)) => Event::Skipped {
+                reason: reason_from_wire(s.reason).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "skipped.reason: {} is not a known reason",
+                        s.reason
+                    ))
+                })?,
+                message: s.message,
+            },
+            None => {
+                return Err(Status::invalid_argument(
+                    "event: one of started, finished or skipped is required",
+                ));
+            }
+        };
+        log_report(&req.job, req.scheduled_at_ms, &event);
+        self.state.ledger.append(Record {
+            job: req.job,
+            scheduled_at_ms: req.scheduled_at_ms,
+            kind,
+            attempt: req.attempt.max(1),
+            node: self.state.node_name(),
+            recorded_at_ms: now_ms(),
+            event,
+        });
+        Ok(Response::new(pb::ReportRunResponse {}))
+    }
+
+    async fn handoff(
+        &self,
+        request: Request<pb::HandoffRequest>,
+    ) -> Result<Response<pb::HandoffResponse>, Status> {
+        let req = request.into_inner();
+        require(&req.job, "job")?;
+        if self.state.registry.current().get(&req.job).is_none() {
+            return Err(unknown_job(&req.job));
+        }
+        // This node has no shared durable store, so nobody can resume the sequence: record it
+        // and tell the executor to abandon it (it writes the cancelled record and the WARNING).
+        let message = "no shared durable state store is configured, so the retry sequence \
+                       cannot move to the new owner and is abandoned";
+        self.state.ledger.append(Record {
+            job: req.job.clone(),
+            scheduled_at_ms: req.scheduled_at_ms,
+            kind: FiringKind::Retry {
+                attempt: req.next_attempt.max(2),
+            },
+            attempt: req.next_attempt.max(2),
+            node: self.state.node_name(),
+            recorded_at_ms: now_ms(),
+            event: Event::HandedOff {
+                remaining_attempts: req.remaining_attempts,
+                transferred: false,
+            },
+        });
+        Ok(Response::new(pb::HandoffResponse {
+            transferred: false,
+            message: message.to_owned(),
+        }))
+    }
+
+    type WatchStream = InstructionStream;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let req = request.into_inner();
+        require(&req.executor_id, "executor_id")?;
+        let mut instructions = self.state.open_watch(&req.executor_id);
+        let mut job_sets = self.state.registry.subscribe();
+        let hello = pb::Instruction {
+            kind: Some(pb::instruction::Kind::Hello(pb::Hello {
+                node_name: self.state.node_name(),
+                job_set_id: job_sets.borrow_and_update().id.to_string(),
+            })),
+        };
+        let executor = req.executor_id;
+        tracing::info!(executor, "executor opened its instruction stream");
+        let stream = async_stream(hello, move |tx| async move {
+            loop {
+                let next = tokio::select! {
+                    i = instructions.recv() => match i {
+                        Some(i) => i,
+                        None => break, // replaced by a newer stream of the same executor
+                    },
+                    changed = job_sets.changed() => {
+                        if changed.is_err() { break; }
+                        let id = job_sets.borrow_and_update().id.to_string();
+                        Instruction::JobSetChanged { job_set_id: id }
+                    }
+                };
+                if tx.send(Ok(instruction_to_wire(next))).await.is_err() {
+                    break; // the executor hung up
+                }
+            }
+        });
+        Ok(Response::new(stream))
+    }
+}
+
+/// A stream that yields `first`, then whatever `body` sends, until `body` returns.
+fn async_stream<F, Fut>(first: pb::Instruction, body: F) -> InstructionStream
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::Instruction, Status>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let fut = body(tx.clone());
+    tokio::spawn(async move {
+        if tx.send(Ok(first)).await.is_ok() {
+            fut.await;
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+fn instruction_to_wire(i: Instruction) -> pb::Instruction {
+    let kind = match i {
+        Instruction::ManualStart {
+            job,
+            requested_at_ms,
+            request_id,
+        } => pb::instruction::Kind::ManualStart(pb::ManualStart {
+            job,
+            requested_at_ms,
+            request_id,
+        }),
+        Instruction::JobSetChanged { job_set_id } => {
+            pb::instruction::Kind::JobSetChanged(pb::JobSetChanged { job_set_id })
+        }
+    };
+    pb::Instruction { kind: Some(kind) }
+}
+
+fn log_report(job: &str, scheduled_at_ms: i64, event: &Event) {
+    match event {
+        Event::Started { pid, .. } => tracing::info!(job, scheduled_at_ms, pid, "run started"),
+        Event::Finished {
+            exit_code,
+            signal,
+            timed_out,
+            started_at_ms,
+            finished_at_ms,
+            ..
+        } => tracing::info!(
+            job,
+            scheduled_at_ms,
+            exit_code = ?exit_code,
+            signal = ?signal,
+            timed_out,
+            duration_ms = finished_at_ms - started_at_ms,
+            "run finished"
+        ),
+        Event::Skipped { reason, message } => {
+            tracing::info!(
+                job,
+                scheduled_at_ms,
+                reason = reason.code(),
+                message,
+                "firing skipped by executor"
+            )
+        }
+        Event::Decided { .. } | Event::HandedOff { .. } => {}
+    }
+}

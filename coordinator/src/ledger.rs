@@ -1,0 +1,161 @@
+//! The run ledger: per-job records of every firing decision and every run on this node.
+//!
+//! Bounded in memory (the newest [`Ledger::PER_JOB`] records per job), so a chatty per-second
+//! job cannot grow the coordinator without limit. It answers "what happened to this firing?":
+//! which decision the gate made and why, and how the run went. Durable persistence and the
+//! `/jobs/{name}/firings` view build on this type.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cronstable_core::{FiringKind, Reason, Verdict};
+
+/// What one record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The gate answered a ShouldRun.
+    Decided {
+        /// Run, skip or defer.
+        verdict: Verdict,
+        /// Why.
+        reason: Reason,
+    },
+    /// The executor started the command.
+    Started {
+        /// When it started (Unix ms).
+        at_ms: i64,
+        /// The process id.
+        pid: u32,
+    },
+    /// The command ended.
+    Finished {
+        /// When it started (Unix ms).
+        started_at_ms: i64,
+        /// When it ended (Unix ms).
+        finished_at_ms: i64,
+        /// The exit code, when the process exited.
+        exit_code: Option<i32>,
+        /// The signal that ended it, when one did.
+        signal: Option<i32>,
+        /// The executor killed it at the job's timeout.
+        timed_out: bool,
+        /// The last few KiB of its output.
+        output_tail: String,
+    },
+    /// The executor skipped the firing itself (concurrency policy, no coordinator, too late).
+    Skipped {
+        /// Why.
+        reason: Reason,
+        /// A readable sentence.
+        message: String,
+    },
+    /// A retry sequence was handed to the cluster.
+    HandedOff {
+        /// Attempts left in the sequence.
+        remaining_attempts: u32,
+        /// Whether another node will resume it.
+        transferred: bool,
+    },
+}
+
+impl Event {
+    /// True for a finish that counts as a success.
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self,
+            Event::Finished {
+                exit_code: Some(0),
+                timed_out: false,
+                ..
+            }
+        )
+    }
+}
+
+/// One ledger record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The job's name.
+    pub job: String,
+    /// The nominal instant of the firing (Unix ms).
+    pub scheduled_at_ms: i64,
+    /// The kind of firing.
+    pub kind: FiringKind,
+    /// The attempt number (1 for the first).
+    pub attempt: u32,
+    /// The node that wrote it.
+    pub node: String,
+    /// When the coordinator recorded it (Unix ms).
+    pub recorded_at_ms: i64,
+    /// What happened.
+    pub event: Event,
+}
+
+/// The bounded in-memory ledger. Cheap to clone; clones share the records.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    jobs: Arc<Mutex<BTreeMap<String, VecDeque<Record>>>>,
+}
+
+impl Ledger {
+    /// Records kept per job; older ones are dropped first.
+    pub const PER_JOB: usize = 200;
+
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a record, dropping the job's oldest one past [`Self::PER_JOB`].
+    pub fn append(&self, record: Record) {
+        // A panic elsewhere while holding the lock leaves the records intact, so keep using them.
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        let ring = jobs.entry(record.job.clone()).or_default();
+        if ring.len() == Self::PER_JOB {
+            ring.pop_front();
+        }
+        ring.push_back(record);
+    }
+
+    /// A job's records, oldest first.
+    pub fn records(&self, job: &str) -> Vec<Record> {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        jobs.get(job)
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(job: &str, n: i64) -> Record {
+        Record {
+            job: job.into(),
+            scheduled_at_ms: n,
+            kind: FiringKind::Scheduled,
+            attempt: 1,
+            node: "a".into(),
+            recorded_at_ms: n,
+            event: Event::Decided {
+                verdict: Verdict::Run,
+                reason: Reason::ElectionOff,
+            },
+        }
+    }
+
+    #[test]
+    fn keeps_the_newest_records_per_job() {
+        let l = Ledger::new();
+        for n in 0..(Ledger::PER_JOB as i64 + 5) {
+            l.append(record("a", n));
+        }
+        l.append(record("b", 1));
+        let a = l.records("a");
+        assert_eq!(a.len(), Ledger::PER_JOB);
+        assert_eq!(a[0].scheduled_at_ms, 5);
+        assert_eq!(l.records("b").len(), 1);
+        assert!(l.records("c").is_empty());
+    }
+}

@@ -1,0 +1,141 @@
+//! The cronstable coordinator: a sidecar that holds the cluster view and decides, for every
+//! firing, whether this node runs it.
+//!
+//! The binary (`cronstable`) parses arguments and calls [`run`] with a loaded [`config::Config`],
+//! bound [`listeners::Listeners`] and a shutdown future. Nothing in this library reads
+//! environment variables or exits the process.
+//!
+//! # Layout
+//!
+//! - [`config`]: the YAML config, typed and validated (`validate-config`).
+//! - [`cluster`]: the [`cluster::ClusterView`] every decision reads, and the backend seam.
+//! - [`jobs`]: the job set executors registered, and its job-set ID.
+//! - [`ledger`]: per-job records of decisions and runs.
+//! - [`state`]: the handles the request handlers share.
+//! - [`grpc`]: the `cronstable.v1.Executor` service.
+//! - [`web`]: the HTTP API.
+//! - [`listeners`]: binding `api.listen` and `web.listen`.
+//! - [`demo`]: the `cronstable demo` quick start.
+
+pub mod clock;
+pub mod cluster;
+pub mod config;
+pub mod demo;
+pub mod grpc;
+pub mod jobs;
+pub mod ledger;
+pub mod listeners;
+pub mod state;
+pub mod web;
+
+use std::future::Future;
+
+use tokio::sync::watch;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+
+use crate::cluster::{ClusterBackend, ClusterView, ElectionOffBackend};
+use crate::config::Config;
+use crate::listeners::{ApiListener, Listeners};
+use crate::state::CoordinatorState;
+
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why the coordinator could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The configured cluster backend is not part of this build.
+    #[error(
+        "cluster.backend {0} is not available in this build of cronstable yet; remove the \
+         cluster section to run with election off"
+    )]
+    BackendUnavailable(String),
+    /// The gRPC server failed.
+    #[error("the gRPC server on api.listen failed: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+    /// The HTTP server failed.
+    #[error("the HTTP server on web.listen failed: {0}")]
+    Web(#[source] std::io::Error),
+}
+
+/// Picks the backend for `config`. Without a cluster section every node runs every job.
+fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBackend>, RunError> {
+    match &config.cluster {
+        None => Ok(Box::new(ElectionOffBackend::new(node_name))),
+        Some(cluster) => Err(RunError::BackendUnavailable(cluster.backend.to_string())),
+    }
+}
+
+/// Runs a coordinator until `shutdown` resolves, then stops accepting requests, lets in-flight
+/// ones finish and returns.
+pub async fn run(
+    config: Config,
+    node_name: String,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let backend = backend_for(&config, &node_name)?;
+    let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
+    let state = CoordinatorState::new(view_rx);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            // Resolves on `true`, or when the sender is gone (which also means stop).
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    tracing::info!(
+        node = node_name,
+        backend = backend.name(),
+        api = listeners.api.url(),
+        web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "coordinator listening"
+    );
+    let backend_task = tokio::spawn(backend.run(view_tx, Box::pin(stopped())));
+
+    let grpc = Server::builder().add_service(grpc::service(state.clone()));
+    let grpc_task = match listeners.api {
+        ApiListener::Tcp(l) => {
+            // tonic ignores the builder's nodelay for custom incoming streams; without it unary
+            // calls hit 40 ms delayed-ACK stalls (measured, dependencies.md).
+            let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+            tokio::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
+        }
+        ApiListener::Unix(l, _) => {
+            let incoming = UnixListenerStream::new(l);
+            tokio::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
+        }
+    };
+    let web_task = tokio::spawn(
+        axum::serve(listeners.web, web::router(state.clone()))
+            .with_graceful_shutdown(stopped())
+            .into_future(),
+    );
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    state.close_watches();
+    // Every wait has a bound: a client that keeps a connection open cannot hold up the exit.
+    let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
+    let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
+    let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
+    match grpc_result {
+        Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
+        Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),
+        Err(_) => tracing::warn!("gRPC connections still open after the drain timeout"),
+        Ok(Ok(Ok(()))) => {}
+    }
+    match web_result {
+        Ok(Ok(Err(e))) => return Err(RunError::Web(e)),
+        Ok(Err(e)) => tracing::error!(error = %e, "HTTP server task panicked"),
+        Err(_) => tracing::warn!("HTTP connections still open after the drain timeout"),
+        Ok(Ok(Ok(()))) => {}
+    }
+    tracing::info!("coordinator stopped");
+    Ok(())
+}

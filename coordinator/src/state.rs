@@ -1,0 +1,198 @@
+//! The state every request handler shares: read handles on the cluster view and job set, the
+//! ledger, and the Watch streams of connected executors.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cronstable_core::fingerprint::firing_id;
+use cronstable_core::{Decision, FiringKind, decide};
+use tokio::sync::{mpsc, watch};
+
+use crate::cluster::ClusterView;
+use crate::jobs::JobRegistry;
+use crate::ledger::{Event, Ledger, Record};
+
+/// An instruction for one executor, delivered over its Watch stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Instruction {
+    /// Run a job now, ungated.
+    ManualStart {
+        /// The job's name.
+        job: String,
+        /// When the operator asked (Unix ms).
+        requested_at_ms: i64,
+        /// An id the operator can look for in the ledger and logs.
+        request_id: String,
+    },
+    /// The node's job-set ID changed.
+    JobSetChanged {
+        /// The new ID.
+        job_set_id: String,
+    },
+}
+
+/// Why a manual start could not be delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManualStartError {
+    /// No executor on this node registered the job.
+    #[error("no job named {0:?} is registered on this node")]
+    UnknownJob(String),
+    /// The job's executor has no open Watch stream to receive it.
+    #[error(
+        "job {job:?} belongs to executor {executor:?}, which is not connected to receive instructions"
+    )]
+    ExecutorNotWatching {
+        /// The job's name.
+        job: String,
+        /// Its executor.
+        executor: String,
+    },
+}
+
+/// A firing's answer, with everything ShouldRun returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The verdict and reason.
+    pub decision: Decision,
+    /// The node that owns the firing, when known.
+    pub owner: Option<String>,
+    /// The fencing token, on a RUN from a backend that has one.
+    pub fence: Option<String>,
+    /// The cluster-wide firing key.
+    pub firing_id: String,
+}
+
+/// Shared handles for the gRPC and HTTP handlers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CoordinatorState {
+    /// The latest cluster view (written only by the backend task).
+    pub view: watch::Receiver<ClusterView>,
+    /// The registered job set.
+    pub registry: JobRegistry,
+    /// The run ledger.
+    pub ledger: Ledger,
+    watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
+    next_request: Arc<AtomicU64>,
+}
+
+impl CoordinatorState {
+    /// State over a cluster view receiver, with an empty job set and ledger.
+    pub fn new(view: watch::Receiver<ClusterView>) -> Self {
+        Self {
+            view,
+            registry: JobRegistry::new(),
+            ledger: Ledger::new(),
+            watchers: Arc::default(),
+            next_request: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// This node's name.
+    pub fn node_name(&self) -> String {
+        self.view.borrow().node_name.clone()
+    }
+
+    /// Decides one firing of a registered job and records the decision. `None` when the job is
+    /// not registered.
+    pub fn should_run(
+        &self,
+        job: &str,
+        scheduled_at_ms: i64,
+        kind: FiringKind,
+        attempt: u32,
+        now_ms: i64,
+    ) -> Option<Answer> {
+        let set = self.registry.current();
+        let registered = set.get(job)?;
+        let policy = registered.spec.cluster_policy;
+        let view = self.view.borrow().clone();
+        let decision = decide(policy, kind, view.gate_for(job));
+        let run = decision.verdict == cronstable_core::Verdict::Run;
+        let answer = Answer {
+            decision,
+            owner: view.owner_of(job, policy),
+            fence: run.then(|| view.fence().map(str::to_owned)).flatten(),
+            firing_id: firing_id(&set.id, job, scheduled_at_ms),
+        };
+        self.ledger.append(Record {
+            job: job.to_owned(),
+            scheduled_at_ms,
+            kind,
+            attempt,
+            node: view.node_name.clone(),
+            recorded_at_ms: now_ms,
+            event: Event::Decided {
+                verdict: decision.verdict,
+                reason: decision.reason,
+            },
+        });
+        tracing::info!(
+            job,
+            scheduled_at_ms,
+            ?kind,
+            attempt,
+            verdict = decision.verdict.as_str(),
+            reason = decision.reason.code(),
+            "firing decided"
+        );
+        Some(answer)
+    }
+
+    /// Opens the instruction channel of an executor, replacing any previous one (a reconnect).
+    pub fn open_watch(&self, executor_id: &str) -> mpsc::Receiver<Instruction> {
+        let (tx, rx) = mpsc::channel(64);
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(executor_id.to_owned(), tx);
+        rx
+    }
+
+    /// Ends every open Watch stream (at shutdown, so graceful shutdown is not held up by them).
+    pub fn close_watches(&self) {
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Sends an instruction to one executor. Returns false when it is not watching (or its
+    /// stream is gone or too far behind, in which case it is dropped from the table).
+    pub fn send_to(&self, executor_id: &str, instruction: Instruction) -> bool {
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(tx) = watchers.get(executor_id) else {
+            return false;
+        };
+        if tx.try_send(instruction).is_ok() {
+            true
+        } else {
+            watchers.remove(executor_id);
+            false
+        }
+    }
+
+    /// Routes a manual start of `job` to the executor that registered it. Never gated.
+    pub fn start_manually(&self, job: &str, now_ms: i64) -> Result<String, ManualStartError> {
+        let set = self.registry.current();
+        let registered = set
+            .get(job)
+            .ok_or_else(|| ManualStartError::UnknownJob(job.to_owned()))?;
+        let n = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let request_id = format!("manual-{now_ms}-{n}");
+        let instruction = Instruction::ManualStart {
+            job: job.to_owned(),
+            requested_at_ms: now_ms,
+            request_id: request_id.clone(),
+        };
+        if self.send_to(&registered.executor_id, instruction) {
+            tracing::info!(job, request_id, "manual start sent to executor");
+            Ok(request_id)
+        } else {
+            Err(ManualStartError::ExecutorNotWatching {
+                job: job.to_owned(),
+                executor: registered.executor_id.clone(),
+            })
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! The typed result of config loading: defaults, normalisations, and the shape of errors.
+//! (Which inputs are rejected, and where, is table-driven in `config_fixtures.rs`.)
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cronstable_coordinator::config::{
+    self, Backend, ClientLibrary, ConfigErrors, Distribution, HostPort, ListenAddr, Loaded,
+    ObservabilityConfig, SecretSource, Topology,
+};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/config/valid")
+        .join(name)
+}
+
+fn load(name: &str) -> Loaded {
+    config::load(&fixture(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn parse_err(text: &str) -> ConfigErrors {
+    config::parse(text, "c.yaml").expect_err(text)
+}
+
+#[test]
+fn empty_and_missing_configs_are_the_defaults() {
+    for text in ["", "# nothing\n", "cluster:\n", "api:\nweb:\n"] {
+        let loaded = config::parse(text, "c.yaml").unwrap();
+        assert_eq!(loaded.config, config::Config::default(), "{text:?}");
+        assert!(loaded.warnings.is_empty());
+    }
+    let d = config::Config::default();
+    assert_eq!(
+        d.api.listen,
+        ListenAddr::Tcp(HostPort::new("127.0.0.1", 7400))
+    );
+    assert_eq!(d.web.listen, HostPort::new("127.0.0.1", 8080));
+    assert_eq!(d.api.listen.to_string(), config::DEFAULT_API_LISTEN);
+    assert_eq!(d.web.listen.to_string(), config::DEFAULT_WEB_LISTEN);
+    assert!(d.cluster.is_none() && d.web.auth_token.is_none());
+
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.yaml");
+    let loaded = config::load(&missing).unwrap();
+    assert_eq!(loaded.config, config::Config::default());
+    assert!(
+        loaded.warnings[0].contains("not found"),
+        "{:?}",
+        loaded.warnings
+    );
+    // validate-config on a path that does not exist is a failure, not "valid".
+    let (ok, report) = config::validate_report(&missing);
+    assert!(
+        !ok && report.contains("cannot read the config file"),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ConfigErrors(errors) = config::load(dir.path()).unwrap_err();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].file, dir.path().display().to_string());
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("cannot read the config file")
+    );
+}
+
+#[test]
+fn unknown_keys_name_file_line_column_and_path() {
+    let errors = parse_err("web:\n  listen: 127.0.0.1:8080\n  authtoken: {value: x}\n");
+    let text = errors.to_string();
+    assert!(
+        text.starts_with("c.yaml:3:3: web.authtoken: unknown field `authtoken`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("authToken"),
+        "names the right spelling: {text}"
+    );
+    let errors = parse_err("clusters: {}\n");
+    assert_eq!(errors.0[0].path, "clusters");
+}
+
+#[test]
+fn every_error_is_reported_one_per_line() {
+    let errors = parse_err(
+        "api: {listen: nope}\nweb: {listen: \"::1:80\"}\ncluster:\n  backend: etcd\n  etcd: {ttl: 1}\n",
+    );
+    let text = errors.to_string();
+    assert_eq!(text.lines().count(), errors.0.len());
+    assert!(errors.0.len() >= 4, "{text}");
+    let mut lines: Vec<usize> = errors.0.iter().map(|e| e.line.unwrap()).collect();
+    let sorted = {
+        let mut s = lines.clone();
+        s.sort();
+        s
+    };
+    assert_eq!(lines, sorted, "file order");
+    lines.dedup();
+}
+
+#[test]
+fn gossip_seed_example_is_typed_with_defaults() {
+    let c = load("gossip-elect.yaml").config.cluster.unwrap();
+    assert_eq!(c.backend, Backend::Gossip);
+    assert!(c.elect_leader);
+    assert_eq!(c.node_name.as_deref(), Some("cronstable-a"));
+    assert_eq!(c.listen, Some(HostPort::new("0.0.0.0", 8443)));
+    assert_eq!(
+        c.tls.as_ref().unwrap().ca,
+        PathBuf::from("/etc/cronstable/cluster-ca.pem")
+    );
+    assert_eq!(
+        c.peers[1].host,
+        HostPort::new("cronstable-c.internal", 8443)
+    );
+    assert_eq!(c.size(), 3);
+    assert_eq!(c.interval, Duration::from_secs(30));
+    assert_eq!(c.drift_after, 3);
+    assert_eq!(c.connect_timeout, Duration::from_secs(10));
+    assert_eq!(c.distribution, Distribution::SingleLeader);
+    assert!(c.kubernetes.is_none() && c.etcd.is_none() && c.filesystem.is_none());
+
+    let spread = load("gossip-spread.yaml").config.cluster.unwrap();
+    assert_eq!(spread.distribution, Distribution::Spread);
+    assert_eq!(spread.observability, Some(ObservabilityConfig::Marker));
+}
+
+#[test]
+fn durations_accept_seconds_and_duration_strings() {
+    let text = "cluster:\n  interval: 1m30s\n  connectTimeout: 2.5\n  driftAfter: 5\n";
+    let c = config::parse(text, "c.yaml")
+        .unwrap()
+        .config
+        .cluster
+        .unwrap();
+    assert_eq!(c.interval, Duration::from_secs(90));
+    assert_eq!(c.connect_timeout, Duration::from_millis(2500));
+    assert_eq!(c.drift_after, 5);
+    let e = parse_err("cluster:\n  interval: soon\n");
+    assert_eq!(
+        (e.0[0].path.as_str(), e.0[0].line),
+        ("cluster.interval", Some(2))
+    );
+    let e = parse_err("cluster:\n  interval: 0\n  driftAfter: 0\n  connectTimeout: 0s\n");
+    assert_eq!(e.0.len(), 3, "{e}");
+}
+
+#[test]
+fn duplicate_peers_are_dropped_and_do_not_count() {
+    let text = "cluster:\n  peers:\n    - host: b:1\n    - host: b:1\n    - host: c:1\n";
+    let loaded = config::parse(text, "c.yaml").unwrap();
+    let c = loaded.config.cluster.unwrap();
+    assert_eq!(c.size(), 3);
+    assert!(
+        loaded.warnings.iter().any(|w| w.contains("c.yaml:4:")),
+        "{:?}",
+        loaded.warnings
+    );
+}
+
+#[test]
+fn self_entry_is_only_provable_on_a_matching_listener() {
+    // listen binds one routable address: 127.0.0.1:8443 does not reach this listener.
+    let text = "cluster:\n  listen: 10.0.0.5:8443\n  tls: {ca: a, cert: b, key: c}\n  peers:\n    - host: 127.0.0.1:8443\n    - host: x:1\n  electLeader: true\n";
+    assert!(config::parse(text, "c.yaml").is_ok());
+    // A different port is a different process.
+    let text = text.replace("10.0.0.5:8443", "0.0.0.0:9443");
+    assert!(config::parse(&text, "c.yaml").is_ok());
+    let text = text.replace("0.0.0.0:9443", "localhost:8443");
+    let e = config::parse(&text, "c.yaml").unwrap_err();
+    assert_eq!(e.0[0].path, "cluster.peers[0].host");
+}
+
+#[test]
+fn lease_backends_force_election_and_clear_gossip_keys() {
+    let loaded = load("lease-advisories.yaml");
+    let c = loaded.config.cluster.unwrap();
+    assert_eq!(c.backend, Backend::Etcd);
+    assert!(
+        c.elect_leader,
+        "electLeader: false is ignored on a lease backend"
+    );
+    assert!(c.listen.is_none() && c.peers.is_empty() && c.tls.is_none());
+    assert!(
+        c.kubernetes.is_none(),
+        "another backend's section is dropped"
+    );
+    let advisories: Vec<_> = loaded
+        .warnings
+        .iter()
+        .filter(|w| w.contains("ignores the gossip keys"))
+        .collect();
+    assert_eq!(advisories.len(), 1, "one advisory names every ignored key");
+}
+
+#[test]
+fn kubernetes_defaults_fill_in() {
+    let c = config::parse("cluster: {backend: kubernetes}\n", "c.yaml")
+        .unwrap()
+        .config;
+    let k = c.cluster.unwrap().kubernetes.unwrap();
+    assert_eq!(k.lease_name, "cronstable-leader");
+    assert_eq!(k.lease_namespace, None);
+    assert_eq!(
+        (
+            k.lease_duration_seconds,
+            k.renew_deadline_seconds,
+            k.retry_period_seconds
+        ),
+        (15, 10, 2)
+    );
+    assert_eq!(k.client_library, ClientLibrary::Auto);
+    let seed = load("kubernetes.yaml")
+        .config
+        .cluster
+        .unwrap()
+        .kubernetes
+        .unwrap();
+    assert_eq!(seed, k);
+    let e = parse_err("cluster:\n  backend: kubernetes\n  kubernetes: {clientLibrary: grpc}\n");
+    assert_eq!(e.0[0].path, "cluster.kubernetes.clientLibrary");
+}
+
+#[test]
+fn etcd_and_filesystem_are_typed() {
+    let c = load("etcd-auth.yaml").config.cluster.unwrap();
+    let etcd = c.etcd.unwrap();
+    assert_eq!(
+        etcd.endpoints,
+        ["https://etcd-0:2379", "https://etcd-1:2379"]
+    );
+    assert_eq!(etcd.election_name, "cronstable/leader");
+    assert_eq!(etcd.ttl, 15);
+    assert_eq!(etcd.username.as_deref(), Some("root"));
+    assert_eq!(
+        etcd.password,
+        Some(SecretSource::FromEnvVar("ETCD_PASSWORD".into()))
+    );
+    assert_eq!(
+        etcd.tls.as_ref().unwrap().key,
+        Some(PathBuf::from("/etc/etcd/client.key"))
+    );
+    assert!((etcd.renew_request_budget().as_secs_f64() - 1.8).abs() < 1e-9);
+
+    let fs = load("filesystem.yaml")
+        .config
+        .cluster
+        .unwrap()
+        .filesystem
+        .unwrap();
+    assert_eq!(fs.path, PathBuf::from("/mnt/shared/cronstable"));
+    assert_eq!(fs.election_name, "cluster/leader");
+    assert_eq!(fs.ttl, 15);
+    assert_eq!(fs.deployment_id, None);
+    assert_eq!(fs.topology, Topology::Auto);
+}
+
+#[test]
+fn listeners_and_the_web_token() {
+    let c = load("listeners.yaml").config;
+    assert_eq!(
+        c.api.listen,
+        ListenAddr::Unix("/run/cronstable/api.sock".into())
+    );
+    assert_eq!(c.web.listen.to_string(), "[::1]:8080");
+    let token = c.web.auth_token.unwrap();
+    assert_eq!(
+        token,
+        SecretSource::FromFile("/run/secrets/cronstable-token".into())
+    );
+    let read = |p: &Path| {
+        assert_eq!(p, Path::new("/run/secrets/cronstable-token"));
+        Ok("t0k3n\n".to_owned())
+    };
+    assert_eq!(token.resolve(&|_| None, &read).unwrap(), "t0k3n");
+}
+
+#[test]
+fn observability_mesh_on_a_lease_backend() {
+    let c = load("etcd-observability.yaml").config.cluster.unwrap();
+    match c.observability {
+        Some(ObservabilityConfig::Mesh {
+            listen,
+            peers,
+            interval,
+            ..
+        }) => {
+            assert_eq!(listen, HostPort::new("0.0.0.0", 9443));
+            assert_eq!(peers.len(), 1);
+            assert_eq!(interval, Duration::from_secs(60));
+        }
+        other => panic!("{other:?}"),
+    }
+    let off = config::parse("cluster:\n  observability: false\n", "c.yaml").unwrap();
+    assert_eq!(off.config.cluster.unwrap().observability, None);
+}

@@ -1,0 +1,278 @@
+//! The shim's gRPC client for its coordinator.
+//!
+//! Every call has a deadline. A coordinator that cannot be reached in time is not an error the
+//! shim stops on: the caller applies the seed's "no manager" row (Leader skips, PreferLeader and
+//! EveryNode run), so a dead coordinator never wedges the shim.
+
+use std::time::Duration;
+
+use cronstable_core::{FiringKind, JobSpec, Reason, Verdict};
+use cronstable_proto::convert::{job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire};
+use cronstable_proto::v1 as pb;
+use cronstable_proto::v1::executor_client::ExecutorClient;
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Code, Status};
+
+/// A coordinator address that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid coordinator address {addr:?}: {reason} (expected http://host:port or unix:/path)")]
+pub struct AddressError {
+    addr: String,
+    reason: String,
+}
+
+/// Why a call did not get an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No answer in time, or the coordinator is not there.
+    #[error("coordinator unreachable: {0}")]
+    Unreachable(String),
+    /// The coordinator answered with an error.
+    #[error("coordinator refused the call: {code:?}: {message}")]
+    Refused {
+        /// The gRPC status code.
+        code: Code,
+        /// Its message.
+        message: String,
+    },
+}
+
+impl CallError {
+    fn from_status(s: Status) -> Self {
+        match s.code() {
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
+                CallError::Unreachable(s.message().to_owned())
+            }
+            code => CallError::Refused {
+                code,
+                message: s.message().to_owned(),
+            },
+        }
+    }
+
+    /// True when the coordinator does not know the job (it restarted and lost the
+    /// registration, for example).
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            CallError::Refused {
+                code: Code::NotFound,
+                ..
+            }
+        )
+    }
+}
+
+/// A ShouldRun answer, in domain terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// Run, skip or defer.
+    pub verdict: Verdict,
+    /// Why; `None` if the coordinator sent a reason this shim does not know.
+    pub reason: Option<Reason>,
+    /// A readable sentence.
+    pub message: String,
+    /// The node that owns the firing, when known.
+    pub owner: String,
+    /// The fencing token, on backends that have one.
+    pub fence: Option<String>,
+    /// When to ask again, for a deferral.
+    pub retry_after: Duration,
+    /// The cluster-wide firing key.
+    pub firing_id: String,
+}
+
+/// A handle on the coordinator. Cheap to clone; clones share one lazily-connected channel.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    client: ExecutorClient<Channel>,
+    executor_id: String,
+    deadline: Duration,
+}
+
+impl Coordinator {
+    /// A client for `addr` (`http://host:port` or `unix:/path`). Connects lazily, so a
+    /// coordinator that starts after the shim is picked up on the first call that reaches it.
+    pub fn new(addr: &str, executor_id: String, deadline: Duration) -> Result<Self, AddressError> {
+        let bad = |reason: &str| AddressError {
+            addr: addr.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let channel = if let Some(path) = addr.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err(bad("the socket path is empty"));
+            }
+            let path = std::path::PathBuf::from(path);
+            // The URI is a placeholder: the connector below ignores it and dials the socket.
+            Endpoint::from_static("http://[::1]:1")
+                .connect_timeout(deadline)
+                .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(TokioIo::new(stream))
+                    }
+                }))
+        } else {
+            if !addr.starts_with("http://") && !addr.starts_with("https://") {
+                return Err(bad("unknown scheme"));
+            }
+            Endpoint::from_shared(addr.to_owned())
+                .map_err(|e| bad(&e.to_string()))?
+                .connect_timeout(deadline)
+                .tcp_nodelay(true)
+                .connect_lazy()
+        };
+        Ok(Self {
+            client: ExecutorClient::new(channel),
+            executor_id,
+            deadline,
+        })
+    }
+
+    /// This executor's id.
+    pub fn executor_id(&self) -> &str {
+        &self.executor_id
+    }
+
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(msg);
+        r.set_timeout(self.deadline);
+        r
+    }
+
+    async fn bounded<F, T>(&self, call: F) -> Result<T, CallError>
+    where
+        F: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        // The request timeout covers the server side; this one also covers connecting.
+        match tokio::time::timeout(self.deadline, call).await {
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(s)) => Err(CallError::from_status(s)),
+            Err(_) => Err(CallError::Unreachable(format!(
+                "no answer within {} ms",
+                self.deadline.as_millis()
+            ))),
+        }
+    }
+
+    /// Registers the whole job set; returns the coordinator's job-set ID.
+    pub async fn register(&self, jobs: &[JobSpec]) -> Result<String, CallError> {
+        let req = pb::RegisterJobsRequest {
+            executor_id: self.executor_id.clone(),
+            jobs: jobs.iter().map(job_to_wire).collect(),
+        };
+        let mut c = self.client.clone();
+        let r = self.bounded(c.register_jobs(self.request(req))).await?;
+        Ok(r.job_set_id)
+    }
+
+    /// Asks whether to run one firing.
+    pub async fn should_run(
+        &self,
+        job: &str,
+        scheduled_at_ms: i64,
+        kind: FiringKind,
+        attempt: u32,
+    ) -> Result<Answer, CallError> {
+        let req = pb::ShouldRunRequest {
+            executor_id: self.executor_id.clone(),
+            job: job.to_owned(),
+            scheduled_at_ms,
+            kind: kind_to_wire(kind) as i32,
+            attempt,
+        };
+        let mut c = self.client.clone();
+        let r = self.bounded(c.should_run(self.request(req))).await?;
+        let verdict = match pb::Verdict::try_from(r.verdict) {
+            Ok(pb::Verdict::Run) => Verdict::Run,
+            Ok(pb::Verdict::Defer) => Verdict::Defer,
+            // Anything this shim does not understand is treated as "do not run".
+            _ => Verdict::Skip,
+        };
+        Ok(Answer {
+            verdict,
+            reason: reason_from_wire(r.reason),
+            message: r.message,
+            owner: r.owner,
+            fence: r.fence,
+            retry_after: Duration::from_millis(r.retry_after_ms.max(100)),
+            firing_id: r.firing_id,
+        })
+    }
+
+    /// Reports a run event; errors are returned for logging only.
+    pub async fn report(
+        &self,
+        job: &str,
+        scheduled_at_ms: i64,
+        kind: FiringKind,
+        attempt: u32,
+        event: pb::report_run_request::Event,
+    ) -> Result<(), CallError> {
+        let req = pb::ReportRunRequest {
+            executor_id: self.executor_id.clone(),
+            job: job.to_owned(),
+            scheduled_at_ms,
+            attempt,
+            kind: kind_to_wire(kind) as i32,
+            event: Some(event),
+        };
+        let mut c = self.client.clone();
+        self.bounded(c.report_run(self.request(req)))
+            .await
+            .map(|_| ())
+    }
+
+    /// Reports a firing this shim skipped on its own.
+    pub async fn report_skip(
+        &self,
+        job: &str,
+        scheduled_at_ms: i64,
+        kind: FiringKind,
+        reason: Reason,
+        message: String,
+    ) -> Result<(), CallError> {
+        let event = pb::report_run_request::Event::Skipped(pb::RunSkipped {
+            reason: reason_to_wire(reason) as i32,
+            message,
+        });
+        self.report(job, scheduled_at_ms, kind, 1, event).await
+    }
+
+    /// Hands the rest of a retry sequence to the cluster; returns whether it was transferred.
+    pub async fn handoff(
+        &self,
+        job: &str,
+        scheduled_at_ms: i64,
+        next_attempt: u32,
+        remaining_attempts: u32,
+        next_attempt_at_ms: i64,
+    ) -> Result<pb::HandoffResponse, CallError> {
+        let req = pb::HandoffRequest {
+            executor_id: self.executor_id.clone(),
+            job: job.to_owned(),
+            scheduled_at_ms,
+            remaining_attempts,
+            next_attempt_at_ms,
+            next_attempt,
+        };
+        let mut c = self.client.clone();
+        self.bounded(c.handoff(self.request(req))).await
+    }
+
+    /// Opens the instruction stream. Only the open is bounded by the deadline; the stream
+    /// itself lives until either side closes it.
+    pub async fn watch(&self) -> Result<tonic::Streaming<pb::Instruction>, CallError> {
+        let req = pb::WatchRequest {
+            executor_id: self.executor_id.clone(),
+        };
+        let mut c = self.client.clone();
+        match tokio::time::timeout(self.deadline, c.watch(tonic::Request::new(req))).await {
+            Ok(Ok(r)) => Ok(r.into_inner()),
+            Ok(Err(s)) => Err(CallError::from_status(s)),
+            Err(_) => Err(CallError::Unreachable("watch did not open in time".into())),
+        }
+    }
+}

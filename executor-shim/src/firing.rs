@@ -1,0 +1,390 @@
+//! One firing of one job, end to end: ask the gate, run, report, and retry.
+//!
+//! Every launch, the first and each relaunch, asks the coordinator first (RTY-01). When the
+//! coordinator cannot be reached in time the shim applies the "no manager" row of the decision
+//! table itself, so a dead coordinator makes Leader jobs skip and never stops PreferLeader or
+//! EveryNode jobs (MAP-05).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use cronstable_core::fingerprint::{JobSetId, firing_id};
+use cronstable_core::{
+    ClusterPolicy, ConcurrencyPolicy, FiringKind, Gate, JobSpec, Reason, Verdict, decide,
+};
+use cronstable_proto::v1 as pb;
+use tokio::sync::{Notify, watch};
+
+use crate::client::{CallError, Coordinator};
+use crate::clock;
+use crate::runner::{KILL_GRACE, Launch, Outcome, Supervisor};
+
+/// How long a deferred retry keeps re-asking before it gives up.
+const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
+
+/// What every firing task shares.
+#[derive(Debug, Clone)]
+pub struct FiringContext {
+    /// The coordinator.
+    pub coordinator: Coordinator,
+    /// The live job processes.
+    pub supervisor: Supervisor,
+    /// The job-set ID of the shim's own jobs, for firing IDs when the coordinator is away.
+    pub job_set_id: watch::Receiver<JobSetId>,
+    /// Becomes true when the shim is shutting down: no new attempts start after that.
+    pub stopping: watch::Receiver<bool>,
+    /// Notified when the coordinator does not know a job, so the session re-registers.
+    pub reregister: Arc<Notify>,
+}
+
+/// The gate's answer as the shim acts on it.
+#[derive(Debug, Clone)]
+struct Gated {
+    verdict: Verdict,
+    reason: Reason,
+    message: String,
+    fence: Option<String>,
+    firing_id: String,
+    retry_after: Duration,
+    /// True when the shim decided by itself (no coordinator answer).
+    local: bool,
+}
+
+impl FiringContext {
+    fn stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Sleeps for `d`, or returns false early when the shim starts shutting down.
+    async fn pause(&self, d: Duration) -> bool {
+        let mut stopping = self.stopping.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(d) => !self.stopping(),
+            _ = stopping.wait_for(|s| *s) => false,
+        }
+    }
+
+    async fn ask(&self, job: &JobSpec, at_ms: i64, kind: FiringKind, attempt: u32) -> Gated {
+        match self
+            .coordinator
+            .should_run(&job.name, at_ms, kind, attempt)
+            .await
+        {
+            Ok(a) => Gated {
+                verdict: a.verdict,
+                reason: a.reason.unwrap_or(Reason::NoManager),
+                message: a.message,
+                fence: a.fence,
+                firing_id: a.firing_id,
+                retry_after: a.retry_after,
+                local: false,
+            },
+            Err(e) => {
+                if e.is_not_found() {
+                    self.reregister.notify_one();
+                }
+                let local = decide(job.cluster_policy, kind, Gate::NoManager);
+                tracing::warn!(
+                    job = job.name,
+                    error = %e,
+                    verdict = local.verdict.as_str(),
+                    "no answer from the coordinator; applying the no-manager rule"
+                );
+                Gated {
+                    verdict: local.verdict,
+                    reason: if local.verdict == Verdict::Run {
+                        local.reason
+                    } else {
+                        Reason::CoordinatorUnreachable
+                    },
+                    message: e.to_string(),
+                    fence: None,
+                    firing_id: firing_id(&self.job_set_id.borrow(), &job.name, at_ms),
+                    retry_after: Duration::from_secs(1),
+                    local: true,
+                }
+            }
+        }
+    }
+
+    async fn report_skip(
+        &self,
+        job: &str,
+        at_ms: i64,
+        kind: FiringKind,
+        reason: Reason,
+        msg: String,
+    ) {
+        if let Err(e) = self
+            .coordinator
+            .report_skip(job, at_ms, kind, reason, msg)
+            .await
+        {
+            tracing::debug!(job, error = %e, "could not report a skip");
+        }
+    }
+}
+
+/// The environment a run gets on top of the shim's own: the job's variables and the firing's
+/// identity, so a job can make its side effects idempotent or fenced.
+pub fn firing_env(
+    job: &JobSpec,
+    scheduled_at: DateTime<Utc>,
+    firing_id: &str,
+    attempt: u32,
+    fence: Option<&str>,
+) -> BTreeMap<String, String> {
+    let mut env = job.environment.clone();
+    env.insert("CRONSTABLE_JOB".into(), job.name.clone());
+    env.insert(
+        "CRONSTABLE_SCHEDULED_AT".into(),
+        scheduled_at.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+    );
+    env.insert("CRONSTABLE_FIRING_ID".into(), firing_id.to_owned());
+    env.insert("CRONSTABLE_ATTEMPT".into(), attempt.to_string());
+    if let Some(fence) = fence {
+        env.insert("CRONSTABLE_FENCE".into(), fence.to_owned());
+    }
+    env
+}
+
+/// Runs one firing of `job` due at `scheduled_at`, with its retries.
+pub async fn fire(
+    ctx: FiringContext,
+    job: Arc<JobSpec>,
+    scheduled_at: DateTime<Utc>,
+    first: FiringKind,
+) {
+    let at_ms = scheduled_at.timestamp_millis();
+    let max_attempts = 1 + job.retry.retries;
+    let mut attempt = 1;
+    let mut kind = first;
+    let mut deferred_since: Option<tokio::time::Instant> = None;
+    loop {
+        if ctx.stopping() {
+            return;
+        }
+        if kind != FiringKind::Manual
+            && job.concurrency_policy == ConcurrencyPolicy::Forbid
+            && ctx.supervisor.running(&job.name) > 0
+        {
+            let msg = Reason::ConcurrencyPolicy.describe().to_owned();
+            tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
+            ctx.report_skip(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+                .await;
+            return;
+        }
+        let gate = ctx.ask(&job, at_ms, kind, attempt).await;
+        match gate.verdict {
+            Verdict::Skip => {
+                tracing::info!(
+                    job = job.name,
+                    scheduled_at = %scheduled_at,
+                    attempt,
+                    reason = gate.reason.code(),
+                    "skipped: {}",
+                    gate.message
+                );
+                if gate.local {
+                    ctx.report_skip(&job.name, at_ms, kind, gate.reason, gate.message)
+                        .await;
+                }
+                if matches!(kind, FiringKind::Retry { .. })
+                    && matches!(gate.reason, Reason::NotLeader | Reason::NotOwner)
+                {
+                    hand_off(&ctx, &job, at_ms, attempt, max_attempts).await;
+                }
+                return;
+            }
+            Verdict::Defer => {
+                let since = *deferred_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() > MAX_RETRY_DEFERRAL && matches!(kind, FiringKind::Retry { .. })
+                {
+                    let msg = format!(
+                        "gave up after deferring for {MAX_RETRY_DEFERRAL:?}: {}",
+                        gate.message
+                    );
+                    tracing::warn!(job = job.name, attempt, "{msg}");
+                    ctx.report_skip(&job.name, at_ms, kind, gate.reason, msg)
+                        .await;
+                    return;
+                }
+                tracing::debug!(job = job.name, reason = gate.reason.code(), "deferred");
+                if !ctx.pause(gate.retry_after).await {
+                    return;
+                }
+                continue;
+            }
+            Verdict::Run => deferred_since = None,
+        }
+        if job.concurrency_policy == ConcurrencyPolicy::Replace
+            && ctx.supervisor.running(&job.name) > 0
+        {
+            tracing::info!(
+                job = job.name,
+                "stopping the previous run (concurrencyPolicy Replace)"
+            );
+            ctx.supervisor.stop(Some(&job.name), KILL_GRACE).await;
+        }
+        let outcome = launch(&ctx, &job, scheduled_at, kind, attempt, &gate).await;
+        let Some(outcome) = outcome else { return };
+        if outcome.succeeded() || attempt >= max_attempts {
+            return;
+        }
+        attempt += 1;
+        kind = FiringKind::Retry { attempt };
+        let wait = job.retry.backoff_before(attempt);
+        tracing::info!(
+            job = job.name,
+            attempt,
+            wait_ms = wait.as_millis() as u64,
+            "will retry"
+        );
+        if !ctx.pause(wait).await {
+            return;
+        }
+    }
+}
+
+async fn launch(
+    ctx: &FiringContext,
+    job: &JobSpec,
+    scheduled_at: DateTime<Utc>,
+    kind: FiringKind,
+    attempt: u32,
+    gate: &Gated,
+) -> Option<Outcome> {
+    let at_ms = scheduled_at.timestamp_millis();
+    let launch = Launch {
+        job: job.name.clone(),
+        command: job.command.clone(),
+        stdin: job.stdin.clone(),
+        env: firing_env(
+            job,
+            scheduled_at,
+            &gate.firing_id,
+            attempt,
+            gate.fence.as_deref(),
+        ),
+        timeout: job.timeout,
+    };
+    let reporter = ctx.coordinator.clone();
+    let name = job.name.clone();
+    let result = ctx
+        .supervisor
+        .run(launch, move |pid, started_at| {
+            tracing::info!(
+                job = name,
+                pid,
+                attempt,
+                reason = gate.reason.code(),
+                "run started"
+            );
+            // Reported off the launch path so a slow coordinator never delays a job's start.
+            tokio::spawn(async move {
+                let event = pb::report_run_request::Event::Started(pb::RunStarted {
+                    started_at_ms: started_at.timestamp_millis(),
+                    pid,
+                });
+                let _ = reporter.report(&name, at_ms, kind, attempt, event).await;
+            });
+        })
+        .await;
+    match result {
+        Ok(outcome) => {
+            tracing::info!(
+                job = job.name,
+                pid = outcome.pid,
+                exit_code = ?outcome.exit_code,
+                signal = ?outcome.signal,
+                timed_out = outcome.timed_out,
+                "run finished"
+            );
+            let event = pb::report_run_request::Event::Finished(pb::RunFinished {
+                started_at_ms: outcome.started_at.timestamp_millis(),
+                finished_at_ms: outcome.finished_at.timestamp_millis(),
+                exit_code: outcome.exit_code,
+                signal: outcome.signal,
+                timed_out: outcome.timed_out,
+                output_tail: outcome.output_tail.clone(),
+                duration_ms: (outcome.finished_at - outcome.started_at)
+                    .num_milliseconds()
+                    .max(0) as u64,
+            });
+            if let Err(e) = ctx
+                .coordinator
+                .report(&job.name, at_ms, kind, attempt, event)
+                .await
+            {
+                tracing::debug!(job = job.name, error = %e, "could not report a finish");
+            }
+            Some(outcome)
+        }
+        Err(e) => {
+            tracing::error!(job = job.name, error = %e, "could not start /bin/sh");
+            None
+        }
+    }
+}
+
+/// A retry learned that another node owns the job: hand the rest of the sequence over, or,
+/// without a shared store, abandon it with a WARNING and a cancelled record (RTY-04, RTY-05).
+async fn hand_off(ctx: &FiringContext, job: &JobSpec, at_ms: i64, attempt: u32, max_attempts: u32) {
+    // EveryNode and @reboot retries never move between nodes (RTY-06); EveryNode never gets
+    // here (it is never told "not owner"), and @reboot retries keep their own kind.
+    if job.cluster_policy == ClusterPolicy::EveryNode || job.is_reboot() {
+        return;
+    }
+    let remaining = max_attempts.saturating_sub(attempt) + 1;
+    let next_at = clock::now_ms();
+    let transferred = match ctx
+        .coordinator
+        .handoff(&job.name, at_ms, attempt, remaining, next_at)
+        .await
+    {
+        Ok(r) if r.transferred => {
+            tracing::info!(
+                job = job.name,
+                attempt,
+                remaining,
+                "retry sequence handed off"
+            );
+            return;
+        }
+        Ok(r) => r.message,
+        Err(CallError::Unreachable(m)) | Err(CallError::Refused { message: m, .. }) => m,
+    };
+    let msg = format!("retry abandoned: another node owns the job and {transferred}");
+    tracing::warn!(job = job.name, attempt, remaining, "{msg}");
+    ctx.report_skip(
+        &job.name,
+        at_ms,
+        FiringKind::Retry { attempt },
+        Reason::NotOwner,
+        msg,
+    )
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn the_firing_env_names_the_firing_and_keeps_the_jobs_variables() {
+        let mut job = JobSpec::new("backup", "0 3 * * *", "./backup.sh");
+        job.environment.insert("TARGET".into(), "s3".into());
+        let at = Utc.with_ymd_and_hms(2026, 3, 5, 3, 0, 0).unwrap();
+        let env = firing_env(&job, at, "fid", 2, Some("fence-7"));
+        assert_eq!(env["CRONSTABLE_JOB"], "backup");
+        assert_eq!(env["CRONSTABLE_SCHEDULED_AT"], "2026-03-05T03:00:00Z");
+        assert_eq!(env["CRONSTABLE_FIRING_ID"], "fid");
+        assert_eq!(env["CRONSTABLE_ATTEMPT"], "2");
+        assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
+        assert_eq!(env["TARGET"], "s3");
+        assert!(!firing_env(&job, at, "fid", 1, None).contains_key("CRONSTABLE_FENCE"));
+    }
+}

@@ -1,0 +1,303 @@
+//! The cronstable executor shim: a small crond replacement that asks its coordinator before
+//! every firing.
+//!
+//! It reads a crontab or a YAML job file, registers the jobs with the coordinator, sleeps until
+//! each due instant, asks `ShouldRun`, spawns `/bin/sh -c` for a RUN and reports the run. It
+//! depends on the pure core and the proto only, never on the coordinator or a backend: it is
+//! the small program that lives inside the cron container.
+//!
+//! # Layout
+//!
+//! - [`source`]: reading the crontab or job file.
+//! - [`plan`]: pure planning of due and missed instants.
+//! - [`firing`]: one firing end to end (gate, run, report, retries, handoff).
+//! - [`runner`]: spawning and supervising processes (process groups, timeouts, output tail).
+//! - [`client`]: the gRPC client, every call with a deadline.
+//! - [`session`]: registration and the Watch stream, reconnected with backoff.
+//! - [`reaper`]: reaping orphans as PID 1.
+
+pub mod client;
+pub mod clock;
+pub mod firing;
+pub mod plan;
+pub mod reaper;
+pub mod runner;
+pub mod session;
+pub mod source;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use cronstable_core::fingerprint::job_set_id;
+use cronstable_core::{FiringKind, JobSpec, Reason};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::client::Coordinator;
+use crate::firing::{FiringContext, fire};
+use crate::runner::Supervisor;
+use crate::source::{JobSource, LoadedJob};
+
+/// Everything the shim needs to run, as the binary parsed it.
+#[derive(Debug, Clone)]
+pub struct ShimConfig {
+    /// Where the jobs come from.
+    pub source: JobSource,
+    /// The coordinator: `http://host:port` or `unix:/path`.
+    pub coordinator: String,
+    /// This executor's id, stable across restarts of the shim.
+    pub executor_id: String,
+    /// The deadline of each coordinator call; past it the no-manager rule applies.
+    pub ask_timeout: Duration,
+    /// A firing later than this after its due instant is reported missed, not run.
+    pub max_lateness: Duration,
+    /// At shutdown, how long running jobs get after SIGTERM before SIGKILL.
+    pub grace: Duration,
+    /// How often the job file is checked for changes.
+    pub reload_interval: Duration,
+    /// Reap orphaned processes (on by default when running as PID 1).
+    pub reap_orphans: bool,
+}
+
+impl ShimConfig {
+    /// Defaults for everything but the source and the coordinator address.
+    pub fn new(source: JobSource, coordinator: impl Into<String>) -> Self {
+        let executor_id = format!("shim:{}", source.path().display());
+        Self {
+            source,
+            coordinator: coordinator.into(),
+            executor_id,
+            ask_timeout: Duration::from_secs(1),
+            max_lateness: Duration::from_secs(60),
+            grace: Duration::from_secs(10),
+            reload_interval: Duration::from_secs(2),
+            reap_orphans: std::process::id() == 1,
+        }
+    }
+}
+
+/// Why the shim could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    /// The job file could not be read at start.
+    #[error(transparent)]
+    Read(#[from] source::ReadError),
+    /// The coordinator address is malformed.
+    #[error(transparent)]
+    Address(#[from] client::AddressError),
+}
+
+/// One scheduled job and its next due instant.
+struct Entry {
+    job: Arc<JobSpec>,
+    loaded: LoadedJob,
+    next: Option<DateTime<Utc>>,
+}
+
+/// Runs the shim until `shutdown` resolves. Each message on `reload` (SIGHUP) re-reads the job
+/// file at once; it is also re-read whenever it changes.
+pub async fn run(
+    config: ShimConfig,
+    shutdown: impl Future<Output = ()>,
+    mut reload: mpsc::Receiver<()>,
+) -> Result<(), ShimError> {
+    let loaded = source::load(&config.source)?;
+    report_errors(&loaded.errors);
+    let coordinator = Coordinator::new(
+        &config.coordinator,
+        config.executor_id.clone(),
+        config.ask_timeout,
+    )?;
+    let supervisor = Supervisor::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
+    let (id_tx, id_rx) = watch::channel(job_set_id(&specs));
+    let (jobs_tx, jobs_rx) = watch::channel(Arc::new(loaded.jobs.clone()));
+    let ctx = FiringContext {
+        coordinator,
+        supervisor: supervisor.clone(),
+        job_set_id: id_rx,
+        stopping: stop_rx,
+        reregister: Arc::new(Notify::new()),
+    };
+    tracing::info!(
+        source = %config.source.path().display(),
+        jobs = specs.len(),
+        coordinator = config.coordinator,
+        executor = config.executor_id,
+        "shim started"
+    );
+    let session = tokio::spawn(session::maintain(ctx.clone(), jobs_rx));
+    let reaper = config
+        .reap_orphans
+        .then(|| tokio::spawn(reaper::reap_orphans(supervisor.clone())));
+
+    let started = clock::now();
+    let mut firings = JoinSet::new();
+    let mut table: HashMap<String, Entry> = HashMap::new();
+    let mut content = loaded.content;
+    apply(&mut table, loaded.jobs, started);
+    for e in table.values().filter(|e| e.job.is_reboot()) {
+        firings.spawn(fire(
+            ctx.clone(),
+            e.job.clone(),
+            started,
+            FiringKind::Reboot,
+        ));
+    }
+
+    let lateness = TimeDelta::from_std(config.max_lateness).unwrap_or(TimeDelta::seconds(60));
+    let mut reload_tick = tokio::time::interval(config.reload_interval);
+    reload_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        let now = clock::now();
+        for entry in table.values_mut() {
+            let plan = plan::plan(&entry.loaded.schedule, entry.next, now, lateness);
+            entry.next = plan.next;
+            for t in plan.fire {
+                firings.spawn(fire(
+                    ctx.clone(),
+                    entry.job.clone(),
+                    t,
+                    FiringKind::Scheduled,
+                ));
+            }
+            report_missed(&ctx, &entry.job.name, &plan.missed, plan.missed_total);
+        }
+        // Reap finished firing tasks so the set does not grow.
+        while firings.try_join_next().is_some() {}
+        // Sleep until the earliest due instant, but wake at least every few seconds to notice
+        // wall-clock jumps (a suspend, an NTP step) that a monotonic sleep would not see.
+        let wake = table.values().filter_map(|e| e.next).min();
+        let nap = wake
+            .and_then(|w| (w - clock::now()).to_std().ok())
+            .unwrap_or(Duration::ZERO)
+            .min(Duration::from_secs(5));
+        let nap = if wake.is_none() {
+            Duration::from_secs(5)
+        } else {
+            nap
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(nap) => {}
+            _ = reload_tick.tick() => {
+                reload_if_changed(&config, &mut content, &mut table, &jobs_tx, &id_tx, false);
+            }
+            Some(()) = reload.recv() => {
+                reload_if_changed(&config, &mut content, &mut table, &jobs_tx, &id_tx, true);
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+
+    tracing::info!(
+        running = supervisor.total_running(),
+        "shim stopping; stopping running jobs"
+    );
+    let _ = stop_tx.send(true);
+    supervisor.stop(None, config.grace).await;
+    // Let the firing tasks send their final reports, within a bound.
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while firings.join_next().await.is_some() {}
+    })
+    .await;
+    session.abort();
+    if let Some(r) = reaper {
+        r.abort();
+    }
+    tracing::info!("shim stopped");
+    Ok(())
+}
+
+fn report_errors(errors: &[String]) {
+    for e in errors {
+        tracing::error!("{e}");
+    }
+}
+
+fn report_missed(ctx: &FiringContext, job: &str, missed: &[DateTime<Utc>], total: u64) {
+    if total == 0 {
+        return;
+    }
+    tracing::warn!(job, missed = total, first = %missed[0], "firings missed: they came later than the lateness bound");
+    for t in missed {
+        let ctx = ctx.clone();
+        let (job, at) = (job.to_owned(), t.timestamp_millis());
+        tokio::spawn(async move {
+            let msg = Reason::TooLate.describe().to_owned();
+            let _ = ctx
+                .coordinator
+                .report_skip(&job, at, FiringKind::Scheduled, Reason::TooLate, msg)
+                .await;
+        });
+    }
+}
+
+/// Replaces the table with `jobs`, keeping the next due instant of every unchanged job so a
+/// reload never re-fires or skips one.
+fn apply(table: &mut HashMap<String, Entry>, jobs: Vec<LoadedJob>, now: DateTime<Utc>) {
+    let mut next = HashMap::with_capacity(jobs.len());
+    for loaded in jobs {
+        let name = loaded.spec.name.clone();
+        let due = match table.remove(&name) {
+            Some(old) if *old.job == loaded.spec => old.next,
+            _ => loaded.schedule.next_after(now),
+        };
+        next.insert(
+            name,
+            Entry {
+                job: Arc::new(loaded.spec.clone()),
+                loaded,
+                next: due,
+            },
+        );
+    }
+    *table = next;
+}
+
+fn reload_if_changed(
+    config: &ShimConfig,
+    content: &mut Vec<u8>,
+    table: &mut HashMap<String, Entry>,
+    jobs_tx: &watch::Sender<Arc<Vec<LoadedJob>>>,
+    id_tx: &watch::Sender<cronstable_core::fingerprint::JobSetId>,
+    forced: bool,
+) {
+    let loaded = match source::load(&config.source) {
+        Ok(l) => l,
+        Err(e) => {
+            // Keep running the jobs we have: a file being replaced may be briefly missing.
+            if forced {
+                tracing::error!("{e}; keeping the current jobs");
+            }
+            return;
+        }
+    };
+    if !forced && loaded.content == *content {
+        return;
+    }
+    report_errors(&loaded.errors);
+    let added: Vec<&str> = loaded
+        .jobs
+        .iter()
+        .filter(|j| j.spec.is_reboot() && !table.contains_key(&j.spec.name))
+        .map(|j| j.spec.name.as_str())
+        .collect();
+    if !added.is_empty() {
+        tracing::info!(jobs = ?added, "@reboot jobs added by a reload run at the next shim start, as under cron");
+    }
+    *content = loaded.content;
+    let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
+    tracing::info!(
+        jobs = specs.len(),
+        errors = loaded.errors.len(),
+        "job file reloaded"
+    );
+    apply(table, loaded.jobs.clone(), clock::now());
+    id_tx.send_replace(job_set_id(&specs));
+    jobs_tx.send_replace(Arc::new(loaded.jobs));
+}

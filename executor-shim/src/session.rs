@@ -1,0 +1,129 @@
+//! The shim's session with its coordinator: register the job set, keep the Watch stream open,
+//! and act on the instructions it carries. Reconnects with backoff whenever the coordinator
+//! restarts or the stream breaks, and re-registers each time (a restarted coordinator has
+//! forgotten every registration).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cronstable_core::{FiringKind, JobSpec};
+use cronstable_proto::v1 as pb;
+use tokio::sync::watch;
+
+use crate::clock;
+use crate::firing::{FiringContext, fire};
+use crate::source::LoadedJob;
+
+const BACKOFF_START: Duration = Duration::from_millis(200);
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+
+/// Keeps the session alive until the shim stops.
+pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<LoadedJob>>>) {
+    let mut backoff = BACKOFF_START;
+    let mut stopping = ctx.stopping.clone();
+    loop {
+        if *stopping.borrow() {
+            return;
+        }
+        let specs: Vec<JobSpec> = jobs
+            .borrow_and_update()
+            .iter()
+            .map(|j| j.spec.clone())
+            .collect();
+        match ctx.coordinator.register(&specs).await {
+            Ok(id) => {
+                tracing::info!(
+                    jobs = specs.len(),
+                    job_set_id = id,
+                    "registered with the coordinator"
+                );
+                backoff = BACKOFF_START;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "cannot register with the coordinator");
+                if !sleep_or_stop(&mut stopping, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        }
+        let mut stream = match ctx.coordinator.watch().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot open the instruction stream");
+                if !sleep_or_stop(&mut stopping, backoff).await {
+                    return;
+                }
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
+        // Serve the stream until it breaks or the job set changes (then re-register).
+        loop {
+            tokio::select! {
+                msg = stream.message() => match msg {
+                    Ok(Some(instruction)) => handle(&ctx, &jobs, instruction),
+                    Ok(None) | Err(_) => {
+                        tracing::warn!("instruction stream closed; reconnecting");
+                        break;
+                    }
+                },
+                changed = jobs.changed() => {
+                    if changed.is_err() { return; }
+                    break;
+                }
+                _ = ctx.reregister.notified() => break,
+                _ = stopping.wait_for(|s| *s) => return,
+            }
+        }
+        if !sleep_or_stop(&mut stopping, BACKOFF_START).await {
+            return;
+        }
+    }
+}
+
+async fn sleep_or_stop(stopping: &mut watch::Receiver<bool>, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = stopping.wait_for(|s| *s) => false,
+    }
+}
+
+fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: pb::Instruction) {
+    match i.kind {
+        Some(pb::instruction::Kind::Hello(h)) => {
+            tracing::info!(
+                node = h.node_name,
+                job_set_id = h.job_set_id,
+                "coordinator connected"
+            );
+        }
+        Some(pb::instruction::Kind::ManualStart(m)) => {
+            let Some(job) = jobs
+                .borrow()
+                .iter()
+                .find(|j| j.spec.name == m.job)
+                .map(|j| j.spec.clone())
+            else {
+                tracing::warn!(
+                    job = m.job,
+                    "manual start for a job this shim does not have"
+                );
+                return;
+            };
+            tracing::info!(job = m.job, request_id = m.request_id, "manual start");
+            let at = chrono::DateTime::from_timestamp_millis(m.requested_at_ms)
+                .unwrap_or_else(clock::now);
+            tokio::spawn(fire(ctx.clone(), Arc::new(job), at, FiringKind::Manual));
+        }
+        Some(pb::instruction::Kind::JobSetChanged(c)) => {
+            tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");
+        }
+        Some(pb::instruction::Kind::RunDeferred(_))
+        | Some(pb::instruction::Kind::ResumeRetry(_)) => {
+            tracing::debug!("instruction not handled by this shim version");
+        }
+        None => {}
+    }
+}

@@ -1,0 +1,104 @@
+//! Where the shim's jobs come from: a crontab or a YAML job file, read and parsed.
+//!
+//! A file with some invalid lines still yields its valid jobs; each invalid one is reported as
+//! `file:line: reason` and skipped, so one typo never stops every other job.
+
+use std::path::{Path, PathBuf};
+
+use cronstable_core::schedule::Schedule;
+use cronstable_core::{JobSpec, crontab, jobfile};
+
+/// The file the shim reads its jobs from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobSource {
+    /// A crontab (`--crontab FILE`).
+    Crontab(PathBuf),
+    /// A YAML job file (`--jobs FILE`).
+    JobFile(PathBuf),
+}
+
+impl JobSource {
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        match self {
+            JobSource::Crontab(p) | JobSource::JobFile(p) => p,
+        }
+    }
+}
+
+/// A job with its parsed schedule.
+#[derive(Debug, Clone)]
+pub struct LoadedJob {
+    /// The job.
+    pub spec: JobSpec,
+    /// Its schedule, parsed once.
+    pub schedule: Schedule,
+}
+
+/// The result of reading a job source.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    /// Every valid job.
+    pub jobs: Vec<LoadedJob>,
+    /// One message per invalid line or job, `file:line: reason`.
+    pub errors: Vec<String>,
+    /// The file's bytes, to notice changes.
+    pub content: Vec<u8>,
+}
+
+/// A source file that could not be read at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read {path}: {source}")]
+pub struct ReadError {
+    /// The file.
+    pub path: PathBuf,
+    /// The OS error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Reads and parses `source`.
+pub fn load(source: &JobSource) -> Result<Loaded, ReadError> {
+    let path = source.path();
+    let content = std::fs::read(path).map_err(|e| ReadError {
+        path: path.to_owned(),
+        source: e,
+    })?;
+    Ok(parse(source, content))
+}
+
+/// Parses the bytes of `source`.
+pub fn parse(source: &JobSource, content: Vec<u8>) -> Loaded {
+    let name = source.path().display().to_string();
+    let text = String::from_utf8_lossy(&content);
+    let (specs, mut errors): (Vec<JobSpec>, Vec<String>) = match source {
+        JobSource::Crontab(_) => {
+            let parsed = crontab::parse(&text, &name);
+            (
+                parsed.entries.into_iter().map(|e| e.job).collect(),
+                parsed.errors.iter().map(ToString::to_string).collect(),
+            )
+        }
+        JobSource::JobFile(_) => {
+            let parsed = jobfile::parse(&text, &name);
+            (
+                parsed.entries.into_iter().map(|e| e.job).collect(),
+                parsed.errors.iter().map(ToString::to_string).collect(),
+            )
+        }
+    };
+    let mut jobs = Vec::with_capacity(specs.len());
+    for spec in specs {
+        // The parsers already validated every schedule; a failure here would be a parser bug,
+        // reported like any bad line rather than a panic.
+        match Schedule::parse(&spec.schedule, spec.timezone.as_deref()) {
+            Ok(schedule) => jobs.push(LoadedJob { spec, schedule }),
+            Err(e) => errors.push(format!("{name}: job {:?}: {e}", spec.name)),
+        }
+    }
+    Loaded {
+        jobs,
+        errors,
+        content,
+    }
+}
