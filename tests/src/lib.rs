@@ -1,0 +1,302 @@
+//! Helpers shared by the cross-process integration tests: building and starting the real
+//! `cronstable` and `cronstable-shim` binaries on free loopback ports, a minimal HTTP client,
+//! and waiting on files the test jobs write.
+//!
+//! Polling with a deadline is used here, and only here: these tests watch real processes on a
+//! real clock, which no paused tokio clock can drive.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant as StdInstant};
+
+/// How long any wait in these tests may take before the test fails. Generous, because CI
+/// machines are slow; a healthy run finishes each wait far sooner.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The path of a workspace binary, built (once per test process) with the same cargo that runs
+/// the tests, so the tests never exercise a stale binary.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_owned();
+        // Tests live in target/<profile>/deps, examples in target/<profile>/examples: the
+        // binaries are in target/<profile>, built with the same profile as the caller.
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe.parent().unwrap().parent().unwrap().to_owned();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "cronstable-coordinator",
+            "-p",
+            "cronstable-shim",
+            "--bins",
+        ]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .current_dir(&workspace)
+            .status()
+            .expect("running cargo build for the binaries under test");
+        assert!(
+            status.success(),
+            "cargo build of the binaries under test failed"
+        );
+        dir
+    });
+    let path = dir.join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A free loopback port (bound, then released; good enough on a test machine).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after [`PATIENCE`].
+pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = StdInstant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The lines of a file, or none if it does not exist yet.
+pub fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// A child process whose stderr is captured, killed when dropped.
+pub struct Proc {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    /// What it is, for messages.
+    pub name: String,
+}
+
+impl Proc {
+    /// Starts `cmd`, capturing stderr (where both binaries log).
+    pub fn spawn(name: &str, mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env("RUST_LOG", "info");
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = sink.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        });
+        Proc {
+            child,
+            log,
+            name: name.into(),
+        }
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Waits until its log contains `needle`.
+    pub fn wait_log(&self, needle: &str) {
+        wait_for(
+            &format!(
+                "{} to log {needle:?}; log so far:\n{}",
+                self.name,
+                self.log()
+            ),
+            || self.log().contains(needle).then_some(()),
+        );
+    }
+
+    /// Sends a signal.
+    pub fn signal(&self, sig: i32) {
+        assert!(
+            send_signal(self.child.id(), sig),
+            "kill -{sig} {} failed",
+            self.child.id()
+        );
+    }
+
+    /// Waits for it to exit and returns its status code.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let start = StdInstant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{} did not exit; log:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// Sends `sig` to `pid` with kill(1): the workspace forbids unsafe code, which libc::kill needs.
+pub fn send_signal(pid: u32, sig: i32) -> bool {
+    Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A coordinator on free ports.
+pub struct Coordinator {
+    /// The process.
+    pub proc: Proc,
+    /// Its gRPC address, `http://127.0.0.1:PORT`.
+    pub api: String,
+    /// Its HTTP address.
+    pub web: SocketAddr,
+    /// The config file.
+    pub config: PathBuf,
+}
+
+impl Coordinator {
+    /// Starts a coordinator with election off on free ports, in `dir`.
+    pub fn start(dir: &Path) -> Coordinator {
+        let (api_port, web_port) = (free_port(), free_port());
+        let config = dir.join("coordinator.yaml");
+        std::fs::write(
+            &config,
+            format!("api:\n  listen: 127.0.0.1:{api_port}\nweb:\n  listen: 127.0.0.1:{web_port}\n"),
+        )
+        .unwrap();
+        Self::start_with(
+            config,
+            format!("http://127.0.0.1:{api_port}"),
+            ([127, 0, 0, 1], web_port).into(),
+        )
+    }
+
+    /// Starts a coordinator from an existing config file.
+    pub fn start_with(config: PathBuf, api: String, web: SocketAddr) -> Coordinator {
+        let mut cmd = Command::new(binary("cronstable"));
+        cmd.arg("coordinator").arg("--config").arg(&config);
+        let proc = Proc::spawn("coordinator", cmd);
+        proc.wait_log("coordinator listening");
+        wait_for("the coordinator's HTTP API", || {
+            http(web, "GET", "/healthz").ok()
+        });
+        Coordinator {
+            proc,
+            api,
+            web,
+            config,
+        }
+    }
+}
+
+/// Starts a shim for `crontab` against `coordinator`.
+pub fn start_shim(crontab: &Path, coordinator: &str, extra: &[&str]) -> Proc {
+    let mut cmd = Command::new(binary("cronstable-shim"));
+    cmd.arg("--crontab")
+        .arg(crontab)
+        .arg("--coordinator")
+        .arg(coordinator)
+        .args(extra);
+    Proc::spawn("shim", cmd)
+}
+
+/// An HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The body.
+    pub body: String,
+}
+
+impl Response {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+/// A minimal HTTP/1.1 request (no dependencies, `Connection: close`).
+pub fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<Response> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("bad response: {raw:?}")))?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    Ok(Response { status, body })
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}

@@ -1,0 +1,221 @@
+//! The shim and coordinator survive each other: restarts, Unix sockets, overlap policies,
+//! timeouts, and the CLI's config checks (MN-01, MN-02, MN-04, MN-16).
+
+use std::process::Command;
+
+use cronstable_tests::{Coordinator, Proc, binary, free_port, http, lines, start_shim, wait_for};
+
+#[test]
+fn a_restarted_coordinator_gets_the_job_set_back_and_gating_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let crontab = dir.path().join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=leader-tick clusterPolicy=Leader seconds=true\n\
+             * * * * * * echo run >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let shim = start_shim(&crontab, &coordinator.api, &["--ask-timeout", "300ms"]);
+    wait_for("a first run", || lines(&out).first().cloned());
+    let (config, api, web) = (
+        coordinator.config.clone(),
+        coordinator.api.clone(),
+        coordinator.web,
+    );
+    drop(coordinator); // SIGKILL
+
+    let restarted = Coordinator::start_with(config, api, web);
+    wait_for("the shim to re-register", || {
+        let id = http(web, "GET", "/job-set-id").ok()?.json();
+        (id["jobs"] == 1).then_some(())
+    });
+    let before = lines(&out).len();
+    wait_for("Leader runs after the restart", || {
+        (lines(&out).len() >= before + 2).then_some(())
+    });
+    restarted.proc.wait_log("reason=\"election_off\"");
+    drop(shim);
+}
+
+#[test]
+fn the_api_can_listen_on_a_unix_socket_and_a_second_coordinator_cannot_steal_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("api.sock");
+    let web = free_port();
+    let config = dir.path().join("c.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  listen: unix:{}\nweb:\n  listen: 127.0.0.1:{web}\n",
+            sock.display()
+        ),
+    )
+    .unwrap();
+    let api = format!("unix:{}", sock.display());
+    let _coordinator =
+        Coordinator::start_with(config.clone(), api.clone(), ([127, 0, 0, 1], web).into());
+
+    let out = dir.path().join("runs");
+    let crontab = dir.path().join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=over-uds seconds=true\n* * * * * * echo ok >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let shim = start_shim(&crontab, &api, &[]);
+    wait_for("a run gated over the Unix socket", || {
+        lines(&out).first().cloned()
+    });
+    shim.wait_log("registered with the coordinator");
+
+    // A second coordinator on the same socket must fail, not take over (MN-02).
+    let other = dir.path().join("c2.yaml");
+    std::fs::write(
+        &other,
+        format!(
+            "api:\n  listen: unix:{}\nweb:\n  listen: 127.0.0.1:{}\n",
+            sock.display(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(binary("cronstable"));
+    cmd.arg("coordinator").arg("--config").arg(&other);
+    let mut second = Proc::spawn("second coordinator", cmd);
+    assert_eq!(second.wait_exit(), Some(1));
+    assert!(
+        second
+            .log()
+            .contains("another process is already serving there"),
+        "{}",
+        second.log()
+    );
+}
+
+#[test]
+fn forbid_skips_a_firing_while_the_previous_run_is_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("starts");
+    let crontab = dir.path().join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=slow clusterPolicy=EveryNode concurrencyPolicy=Forbid seconds=true\n\
+             * * * * * * echo start >> {}; sleep 2.5\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let shim = start_shim(&crontab, &coordinator.api, &[]);
+    shim.wait_log("the previous run is still going");
+    wait_for("a second start after the first run ended", || {
+        (lines(&out).len() >= 2).then_some(())
+    });
+    coordinator.proc.wait_log("reason=\"concurrency_policy\"");
+    // At most one run at a time: every second fires, yet starts are ~2.5 s apart.
+    let starts = lines(&out).len();
+    let fired = shim
+        .log()
+        .matches("the previous run is still going")
+        .count();
+    assert!(fired >= starts, "skips {fired} vs starts {starts}");
+}
+
+#[test]
+fn a_timeout_kills_the_run_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let crontab = dir.path().join("crontab");
+    let child_pid = dir.path().join("child.pid");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=hangs clusterPolicy=EveryNode timeout=1s\n\
+             @reboot sleep 60 & echo $! > {}; wait\n",
+            child_pid.display()
+        ),
+    )
+    .unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let shim = start_shim(&crontab, &coordinator.api, &[]);
+    shim.wait_log("run timed out");
+    coordinator.proc.wait_log("timed_out=true");
+    // The background `sleep` was in the job's process group, so it died too.
+    let pid = wait_for("the child pid", || lines(&child_pid).first().cloned());
+    wait_for("the grandchild to be gone", || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (stat.is_empty() || stat.contains(") Z ")).then_some(())
+    });
+}
+
+#[test]
+fn validate_config_lists_every_error_and_exits_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let validate = |args: &[&str], file: &std::path::Path| {
+        let out = Command::new(binary("cronstable"))
+            .args(args)
+            .arg(file)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    // A mistyped key names the key path, the file and the line.
+    let typo = dir.path().join("typo.yaml");
+    std::fs::write(
+        &typo,
+        "api:\n  listen: 127.0.0.1:7400\nweb:\n  lisen: 127.0.0.1:8080\n",
+    )
+    .unwrap();
+    for args in [&["validate-config"][..], &["--validate-config"][..]] {
+        let (code, text) = validate(args, &typo);
+        assert_eq!(code, Some(64), "{text}");
+        assert!(text.contains("typo.yaml:4:"), "names file and line: {text}");
+        assert!(text.contains("web.lisen"), "names the key path: {text}");
+    }
+    // Every semantic error is listed, not just the first.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "api:\n  listen: \"::1:7400\"\nweb:\n  listen: 127.0.0.1:0\n",
+    )
+    .unwrap();
+    let (code, text) = validate(&["validate-config"], &bad);
+    assert_eq!(code, Some(64), "{text}");
+    assert!(
+        text.contains("api.listen") && text.contains("web.listen"),
+        "both errors: {text}"
+    );
+
+    let good = dir.path().join("good.yaml");
+    std::fs::write(&good, "api:\n  listen: 127.0.0.1:7400\n").unwrap();
+    let (code, text) = validate(&["validate-config"], &good);
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn the_demo_shows_firings_decisions_and_runs() {
+    let mut cmd = Command::new(binary("cronstable"));
+    cmd.args(["demo", "--duration", "8", "--web-listen", "127.0.0.1:0"]);
+    let mut demo = Proc::spawn("demo", cmd);
+    assert_eq!(demo.wait_exit(), Some(0), "{}", demo.log());
+    let log = demo.log();
+    for needle in [
+        "firing decided",
+        "run started",
+        "run finished",
+        "tick-leader-only",
+        "hello-at-boot",
+    ] {
+        assert!(log.contains(needle), "demo log lacks {needle:?}:\n{log}");
+    }
+}
