@@ -259,11 +259,6 @@ pub fn parse(text: &str, source: &str) -> ParsedCrontab {
         }
         if !line.starts_with('@')
             && let Some((name, value)) = parse_assignment(line)
-            && !line
-                .split_whitespace()
-                .next()
-                .unwrap_or("")
-                .contains(['*', '/', ','])
         {
             if let Some(a) = pending.take() {
                 error(

@@ -255,10 +255,8 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
     };
     let mut job = JobSpec::new(raw.name, raw.schedule.trim(), raw.command);
     // With a bad zone the schedule cannot be judged, and the zone error already says why.
-    if tz_ok {
-        if let Err(e) = Schedule::parse(&job.schedule, raw.timezone.as_deref()) {
-            problems.push(("schedule", e.to_string()));
-        }
+    if tz_ok && let Err(e) = Schedule::parse(&job.schedule, raw.timezone.as_deref()) {
+        problems.push(("schedule", e.to_string()));
     }
     for (key, value) in &raw.environment {
         if !is_env_name(key) {

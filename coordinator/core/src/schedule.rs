@@ -61,8 +61,8 @@ pub enum ScheduleError {
 pub enum Schedule {
     /// `@reboot`: once when the executor starts, never on a schedule.
     Reboot,
-    /// A recurring schedule.
-    Cron(CronSchedule),
+    /// A recurring schedule (boxed: croner's parsed pattern is large next to `Reboot`).
+    Cron(Box<CronSchedule>),
 }
 
 /// A recurring schedule in a time zone.
@@ -141,12 +141,12 @@ impl Schedule {
             expr: expr.to_owned(),
             reason: e.to_string(),
         })?;
-        Ok(Schedule::Cron(CronSchedule {
+        Ok(Schedule::Cron(Box::new(CronSchedule {
             cron,
             tz,
             seconds,
             expr: expr.to_owned(),
-        }))
+        })))
     }
 
     /// True for `@reboot`.

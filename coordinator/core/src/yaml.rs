@@ -522,7 +522,10 @@ after: 1
             lines.nearest("cluster.etcd.password.value").map(|p| p.line),
             Some(7)
         );
-        assert_eq!(lines.nearest("nowhere.at.all"), None);
+        // Nothing written on the way up: the root node.
+        let root = Some(Position { line: 1, column: 1 });
+        assert_eq!(lines.nearest("nowhere.at.all"), root);
+        assert_eq!(KeyLines::new("# empty\n").nearest("a.b"), None);
     }
 
     #[test]
