@@ -6,6 +6,9 @@
 //!
 //! Run: `cargo run --release -p cronstable-tests --example firing_lag [-- FIRINGS]`
 
+// Real processes run on the real clock: std's Instant is the right one here.
+#![allow(clippy::disallowed_types)]
+
 use std::time::Duration;
 
 use cronstable_tests::{Coordinator, lines, start_shim};
@@ -42,7 +45,7 @@ fn main() {
     let shim = start_shim(&crontab, &coordinator.api, &[]);
     eprintln!("collecting {firings} firings of a per-second job…");
     let runs = wait_for_long(
-        || Some(lines(&out)).filter(|l| l.len() >= firings + 1),
+        || Some(lines(&out)).filter(|l| l.len() > firings),
         firings,
     );
     drop(shim);

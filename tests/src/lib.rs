@@ -5,6 +5,9 @@
 //! Polling with a deadline is used here, and only here: these tests watch real processes on a
 //! real clock, which no paused tokio clock can drive.
 
+// Real processes run on the real clock: std's Instant is the right one here.
+#![allow(clippy::disallowed_types)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
