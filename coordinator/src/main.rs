@@ -89,6 +89,11 @@ fn validate(file: &std::path::Path) -> ExitCode {
 }
 
 fn serve(path: Option<PathBuf>) -> ExitCode {
+    // A mistyped --config path must not quietly run on defaults.
+    if let Some(p) = path.as_deref().filter(|p| !p.exists()) {
+        eprintln!("error: --config {}: no such file", p.display());
+        return ExitCode::from(EX_USAGE);
+    }
     let loaded = match path.as_deref().map(config::load) {
         None => config::Loaded::default(),
         Some(Ok(l)) => l,

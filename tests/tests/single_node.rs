@@ -321,3 +321,34 @@ fn grpc_errors_carry_a_status_and_a_readable_reason() {
         );
     });
 }
+
+#[test]
+fn a_yaml_job_file_runs_like_a_crontab_and_a_bad_job_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("runs");
+    let jobs = dir.path().join("jobs.yaml");
+    std::fs::write(
+        &jobs,
+        format!(
+            "jobs:\n\
+             \x20 - name: from-yaml\n\
+             \x20   command: echo \"$CRONSTABLE_JOB $GREETING\" >> {}\n\
+             \x20   schedule: \"* * * * * *\"\n\
+             \x20   clusterPolicy: PreferLeader\n\
+             \x20   environment: {{GREETING: hi}}\n\
+             \x20 - name: broken\n\
+             \x20   command: \"true\"\n\
+             \x20   schedule: \"not a schedule\"\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable-shim"));
+    cmd.arg("--jobs").arg(&jobs).arg("--coordinator").arg(&coordinator.api);
+    let shim = cronstable_tests::Proc::spawn("shim", cmd);
+    wait_for("the YAML job", || lines(&out).first().cloned());
+    assert_eq!(lines(&out)[0], "from-yaml hi");
+    let log = shim.log();
+    assert!(log.contains("jobs.yaml:9:") && log.contains("jobs[1].schedule"), "{log}");
+}

@@ -1,6 +1,6 @@
 //! The typed, validated `cluster:` section (inventory §1.1–1.5).
 //!
-//! Values here have passed every load-time rule of [`super::validate`], and defaults are
+//! Values here have passed every load-time rule of the config loader, and defaults are
 //! filled in, so the runtime never re-checks them. Two normalisations to know about:
 //!
 //! - On a lease backend (kubernetes, etcd, filesystem) [`ClusterConfig::elect_leader`] is

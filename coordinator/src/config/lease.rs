@@ -114,13 +114,13 @@ fn kubernetes(ctx: &mut Ctx<'_>, raw: Option<&RawKubernetes>) -> KubernetesConfi
         r.api_server.as_ref(),
         leave_out,
     );
-    if let Some(url) = &k.api_server {
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
-            ctx.error(
-                &format!("{P}.apiServer"),
-                format!("{url:?} is not an http(s):// URL"),
-            );
-        }
+    if let Some(url) = &k.api_server
+        && !(url.starts_with("https://") || url.starts_with("http://"))
+    {
+        ctx.error(
+            &format!("{P}.apiServer"),
+            format!("{url:?} is not an http(s):// URL"),
+        );
     }
     k.client_library = r.client_library.unwrap_or_default();
     k.lease_duration_seconds = r.lease_duration_seconds.unwrap_or(k.lease_duration_seconds);

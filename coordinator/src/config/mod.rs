@@ -29,7 +29,28 @@
 //! takes injected lookups, and `node_name: None` is resolved to the hostname by the caller.
 //!
 //! An empty document, and a missing file for [`load`], give the defaults: election off,
-//! `api.listen` 127.0.0.1:7400, `web.listen` 127.0.0.1:8080.
+//! `api.listen` 127.0.0.1:7400, `web.listen` 127.0.0.1:8080. So does `cluster:` with no value
+//! (YAML null): the section counts as absent. `cluster: {}` is a gossip cluster section with
+//! every key at its default (attestation only, with a warning that it has no mesh).
+//!
+//! # Errors and advisories
+//!
+//! Errors (inventory §1.8): address formats (`api.listen`, `web.listen`, `cluster.listen`,
+//! `peers[].host`, and the same for the observability mesh); blank or missing TLS paths;
+//! gossip + electLeader without `listen` or `tls`; electLeader with N = 2; `spread` on a lease
+//! backend; the kubernetes timing inequalities (CFG-10); etcd without endpoints, a non-URL
+//! endpoint, `ttl < 3`, credentials with any `http://` endpoint, a username without a password
+//! (or the reverse), a secret that is not exactly one nonempty source; filesystem without
+//! `path` or with `ttl < 3`; blank names where a name is optional; zero intervals and timeouts;
+//! and the CFG-05 self entry under election.
+//!
+//! Advisories (§1.9), in [`Loaded::warnings`]: an even N > 2 and N = 1 under electLeader (size
+//! only matters to the quorum, so attestation-only clusters are not warned about size);
+//! `distribution` without electLeader; one advisory naming every gossip key a lease backend
+//! ignores; `electLeader: false` on a lease backend; etcd `ttl < 9` with the per-request
+//! budget; dropped duplicate peers; sections of a backend that is not selected; filesystem
+//! `topology: auto` on Windows/macOS; a self entry without election; attestation without a
+//! mesh to attest over.
 //!
 //! # Self entries in `peers` (CFG-05)
 //!

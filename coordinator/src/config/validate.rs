@@ -76,10 +76,10 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
         }
     }
     if let Some(web) = raw.web {
-        if let Some(listen) = &web.listen {
-            if let Some(addr) = host_port(&mut ctx, "web.listen", listen) {
-                config.web.listen = addr;
-            }
+        if let Some(listen) = &web.listen
+            && let Some(addr) = host_port(&mut ctx, "web.listen", listen)
+        {
+            config.web.listen = addr;
         }
         config.web.auth_token = secret(&mut ctx, "web.authToken", web.auth_token.as_ref());
     } else if ctx.written("web.authToken") {
