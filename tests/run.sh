@@ -24,3 +24,5 @@ need_pkg protoc protobuf-compiler
 
 echo "==> cargo test --workspace"
 cargo test --workspace --all-targets
+echo "==> doc tests"
+cargo test --workspace --doc

@@ -7,7 +7,7 @@
 //!
 //! The backends that fill in [`Election::Managed`] (gossip, etcd, Kubernetes, filesystem) plug in
 //! behind [`ClusterBackend`]. The election-off backend here is the one used when the config has
-//! no cluster section, or has `electLeader: false` with nothing to attest.
+//! no cluster section.
 
 use std::future::Future;
 use std::pin::Pin;

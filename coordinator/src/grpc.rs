@@ -161,18 +161,16 @@ impl Executor for ExecutorService {
             Some(pb::report_run_request::Event::Finished(f)) => Event::Finished {
                 started_at_ms: f.started_at_ms,
                 finished_at_ms: f.finished_at_ms,
+                duration_ms: f.duration_ms,
                 exit_code: f.exit_code,
                 signal: f.signal,
                 timed_out: f.timed_out,
                 output_tail: f.output_tail,
             },
+            // A reason this coordinator does not know (a newer executor) is kept as unknown
+            // rather than refused, so mixed versions lose no records.
             Some(pb::report_run_request::Event::Skipped(s)) => Event::Skipped {
-                reason: reason_from_wire(s.reason).ok_or_else(|| {
-                    Status::invalid_argument(format!(
-                        "skipped.reason: {} is not a known reason",
-                        s.reason
-                    ))
-                })?,
+                reason: reason_from_wire(s.reason),
                 message: s.message,
             },
             None => {
@@ -248,6 +246,9 @@ impl Executor for ExecutorService {
         let stream = async_stream(hello, move |tx| async move {
             loop {
                 let next = tokio::select! {
+                    // The executor hung up: drop our end so the next manual start for it gets
+                    // "not connected" instead of vanishing into an orphaned channel.
+                    _ = tx.closed() => break,
                     i = instructions.recv() => match i {
                         Some(i) => i,
                         None => break, // replaced by a newer stream of the same executor
@@ -308,8 +309,7 @@ fn log_report(job: &str, scheduled_at_ms: i64, event: &Event) {
             exit_code,
             signal,
             timed_out,
-            started_at_ms,
-            finished_at_ms,
+            duration_ms,
             ..
         } => tracing::info!(
             job,
@@ -317,14 +317,14 @@ fn log_report(job: &str, scheduled_at_ms: i64, event: &Event) {
             exit_code = ?exit_code,
             signal = ?signal,
             timed_out,
-            duration_ms = finished_at_ms - started_at_ms,
+            duration_ms,
             "run finished"
         ),
         Event::Skipped { reason, message } => {
             tracing::info!(
                 job,
                 scheduled_at_ms,
-                reason = reason.code(),
+                reason = reason.map_or("unknown", |r| r.code()),
                 message,
                 "firing skipped by executor"
             )

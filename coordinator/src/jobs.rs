@@ -56,7 +56,7 @@ pub enum RegisterError {
     #[error("executor_id must not be empty")]
     MissingExecutorId,
     /// Two jobs in one registration share a name.
-    #[error("job name {0:?} appears more than once in the registration")]
+    #[error("jobs[].name: job name {0:?} appears more than once in the registration")]
     DuplicateName(String),
     /// Another executor on this node already registered a job with this name.
     #[error(

@@ -33,6 +33,8 @@ pub enum Event {
         started_at_ms: i64,
         /// When it ended (Unix ms).
         finished_at_ms: i64,
+        /// How long it ran, as the executor measured it.
+        duration_ms: u64,
         /// The exit code, when the process exited.
         exit_code: Option<i32>,
         /// The signal that ended it, when one did.
@@ -44,8 +46,8 @@ pub enum Event {
     },
     /// The executor skipped the firing itself (concurrency policy, no coordinator, too late).
     Skipped {
-        /// Why.
-        reason: Reason,
+        /// Why; `None` for a reason newer than this coordinator.
+        reason: Option<Reason>,
         /// A readable sentence.
         message: String,
     },
@@ -56,20 +58,6 @@ pub enum Event {
         /// Whether another node will resume it.
         transferred: bool,
     },
-}
-
-impl Event {
-    /// True for a finish that counts as a success.
-    pub fn succeeded(&self) -> bool {
-        matches!(
-            self,
-            Event::Finished {
-                exit_code: Some(0),
-                timed_out: false,
-                ..
-            }
-        )
-    }
 }
 
 /// One ledger record.

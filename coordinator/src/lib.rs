@@ -55,6 +55,12 @@ pub enum RunError {
     /// The gRPC server failed.
     #[error("the gRPC server on api.listen failed: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    /// A server stopped although no shutdown was requested.
+    #[error("the {0} server stopped on its own")]
+    ServerExited(&'static str),
+    /// A server task panicked.
+    #[error("the {0} server task panicked: {1}")]
+    ServerPanicked(&'static str, String),
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
@@ -97,8 +103,12 @@ pub async fn run(
     );
     let backend_task = tokio::spawn(backend.run(view_tx, Box::pin(stopped())));
 
-    let grpc = Server::builder().add_service(grpc::service(state.clone()));
-    let grpc_task = match listeners.api {
+    // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
+    let grpc = Server::builder()
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
+        .add_service(grpc::service(state.clone()));
+    let mut grpc_task = match listeners.api {
         ApiListener::Tcp(l) => {
             // tonic ignores the builder's nodelay for custom incoming streams; without it unary
             // calls hit 40 ms delayed-ACK stalls (measured, dependencies.md).
@@ -110,13 +120,29 @@ pub async fn run(
             tokio::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
         }
     };
-    let web_task = tokio::spawn(
+    let mut web_task = tokio::spawn(
         axum::serve(listeners.web, web::router(state.clone()))
             .with_graceful_shutdown(stopped())
             .into_future(),
     );
 
-    shutdown.await;
+    // A server that dies on its own must not leave a coordinator that serves nothing: treat it
+    // like a shutdown request and report why.
+    let mut failed = None;
+    tokio::select! {
+        () = shutdown => {}
+        r = &mut grpc_task => failed = Some(("gRPC", r.map(|r| r.map_err(RunError::Grpc)))),
+        r = &mut web_task => failed = Some(("HTTP", r.map(|r| r.map_err(RunError::Web)))),
+    }
+    if let Some((which, result)) = failed {
+        let _ = stop_tx.send(true);
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
+        return match result {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(())) => Err(RunError::ServerExited(which)),
+            Err(e) => Err(RunError::ServerPanicked(which, e.to_string())),
+        };
+    }
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     state.close_watches();

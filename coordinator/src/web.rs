@@ -21,6 +21,7 @@ pub fn router(state: CoordinatorState) -> Router {
         .route("/job-set-id", get(job_set_id))
         .route("/jobs/{name}/start", post(start_job))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -96,5 +97,12 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!("no such endpoint: {}", uri.path()),
+    )
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("{method} is not allowed on {}", uri.path()),
     )
 }

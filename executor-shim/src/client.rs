@@ -14,6 +14,11 @@ use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+/// HTTP/2 ping interval on the coordinator connection.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// How long a ping may go unanswered before the connection counts as dead.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A coordinator address that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid coordinator address {addr:?}: {reason} (expected http://host:port or unix:/path)")]
@@ -62,6 +67,11 @@ impl CallError {
             }
         )
     }
+
+    /// True when the coordinator did not answer at all.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, CallError::Unreachable(_))
+    }
 }
 
 /// A ShouldRun answer, in domain terms.
@@ -107,6 +117,9 @@ impl Coordinator {
             // The URI is a placeholder: the connector below ignores it and dials the socket.
             Endpoint::from_static("http://[::1]:1")
                 .connect_timeout(deadline)
+                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .keep_alive_while_idle(true)
                 .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
                     let path = path.clone();
                     async move {
@@ -122,6 +135,11 @@ impl Coordinator {
                 .map_err(|e| bad(&e.to_string()))?
                 .connect_timeout(deadline)
                 .tcp_nodelay(true)
+                // A half-open connection (the coordinator's host vanished) must break the
+                // Watch stream so the session reconnects and re-registers.
+                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                .keep_alive_while_idle(true)
                 .connect_lazy()
         };
         Ok(Self {
@@ -129,11 +147,6 @@ impl Coordinator {
             executor_id,
             deadline,
         })
-    }
-
-    /// This executor's id.
-    pub fn executor_id(&self) -> &str {
-        &self.executor_id
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
@@ -231,6 +244,7 @@ impl Coordinator {
         job: &str,
         scheduled_at_ms: i64,
         kind: FiringKind,
+        attempt: u32,
         reason: Reason,
         message: String,
     ) -> Result<(), CallError> {
@@ -238,7 +252,8 @@ impl Coordinator {
             reason: reason_to_wire(reason) as i32,
             message,
         });
-        self.report(job, scheduled_at_ms, kind, 1, event).await
+        self.report(job, scheduled_at_ms, kind, attempt, event)
+            .await
     }
 
     /// Hands the rest of a retry sequence to the cluster; returns whether it was transferred.

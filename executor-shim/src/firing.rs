@@ -19,10 +19,14 @@ use tokio::sync::{Notify, watch};
 
 use crate::client::{CallError, Coordinator};
 use crate::clock;
-use crate::runner::{KILL_GRACE, Launch, Outcome, Supervisor};
+use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
+use crate::source::LoadedJob;
 
 /// How long a deferred retry keeps re-asking before it gives up.
 const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
+/// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often
+/// starts after the container it serves) before the no-manager rule decides it.
+const REBOOT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// What every firing task shares.
 #[derive(Debug, Clone)]
@@ -37,6 +41,8 @@ pub struct FiringContext {
     pub stopping: watch::Receiver<bool>,
     /// Notified when the coordinator does not know a job, so the session re-registers.
     pub reregister: Arc<Notify>,
+    /// The shim's current jobs (to re-register inline when the coordinator forgot them).
+    pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -67,11 +73,31 @@ impl FiringContext {
     }
 
     async fn ask(&self, job: &JobSpec, at_ms: i64, kind: FiringKind, attempt: u32) -> Gated {
-        match self
-            .coordinator
-            .should_run(&job.name, at_ms, kind, attempt)
-            .await
-        {
+        let ask = || self.coordinator.should_run(&job.name, at_ms, kind, attempt);
+        let mut answer = ask().await;
+        if answer.as_ref().is_err_and(CallError::is_not_found) {
+            // The coordinator restarted, or this firing raced the first registration: register
+            // now and ask once more, rather than letting a forgotten registration skip a job.
+            let specs: Vec<JobSpec> = self.jobs.borrow().iter().map(|j| j.spec.clone()).collect();
+            if self.coordinator.register(&specs).await.is_ok() {
+                self.reregister.notify_one();
+                answer = ask().await;
+            }
+            if answer.as_ref().is_err_and(CallError::is_not_found)
+                && !specs.iter().any(|s| s.name == job.name)
+            {
+                return Gated {
+                    verdict: Verdict::Skip,
+                    reason: Reason::NotOwner,
+                    message: "the job was removed from the job file".into(),
+                    fence: None,
+                    firing_id: String::new(),
+                    retry_after: Duration::ZERO,
+                    local: true,
+                };
+            }
+        }
+        match answer {
             Ok(a) => Gated {
                 verdict: a.verdict,
                 reason: a.reason.unwrap_or(Reason::NoManager),
@@ -82,15 +108,17 @@ impl FiringContext {
                 local: false,
             },
             Err(e) => {
-                if e.is_not_found() {
-                    self.reregister.notify_one();
-                }
                 let local = decide(job.cluster_policy, kind, Gate::NoManager);
+                let what = if e.is_unreachable() {
+                    "no answer from the coordinator"
+                } else {
+                    "the coordinator refused the question"
+                };
                 tracing::warn!(
                     job = job.name,
                     error = %e,
                     verdict = local.verdict.as_str(),
-                    "no answer from the coordinator; applying the no-manager rule"
+                    "{what}; applying the no-manager rule"
                 );
                 Gated {
                     verdict: local.verdict,
@@ -117,9 +145,13 @@ impl FiringContext {
         reason: Reason,
         msg: String,
     ) {
+        let attempt = match kind {
+            FiringKind::Retry { attempt } => attempt,
+            _ => 1,
+        };
         if let Err(e) = self
             .coordinator
-            .report_skip(job, at_ms, kind, reason, msg)
+            .report_skip(job, at_ms, kind, attempt, reason, msg)
             .await
         {
             tracing::debug!(job, error = %e, "could not report a skip");
@@ -158,7 +190,8 @@ pub async fn fire(
     first: FiringKind,
 ) {
     let at_ms = scheduled_at.timestamp_millis();
-    let max_attempts = 1 + job.retry.retries;
+    let max_attempts = job.retry.retries.saturating_add(1);
+    let asked_from = tokio::time::Instant::now();
     let mut attempt = 1;
     let mut kind = first;
     let mut deferred_since: Option<tokio::time::Instant> = None;
@@ -177,6 +210,18 @@ pub async fn fire(
             return;
         }
         let gate = ctx.ask(&job, at_ms, kind, attempt).await;
+        if gate.local
+            && kind == FiringKind::Reboot
+            && gate.verdict == Verdict::Skip
+            && asked_from.elapsed() < REBOOT_PATIENCE
+        {
+            // An @reboot one-shot never fires again: give a coordinator that is still starting
+            // a chance before the no-manager rule drops it.
+            if !ctx.pause(Duration::from_secs(1)).await {
+                return;
+            }
+            continue;
+        }
         match gate.verdict {
             Verdict::Skip => {
                 tracing::info!(
@@ -269,6 +314,10 @@ async fn launch(
             gate.fence.as_deref(),
         ),
         timeout: job.timeout,
+        // Forbid is enforced again under the supervisor's lock: firings that were asked at the
+        // same moment must not both start.
+        exclusive: kind != FiringKind::Manual
+            && job.concurrency_policy == ConcurrencyPolicy::Forbid,
     };
     let reporter = ctx.coordinator.clone();
     let name = job.name.clone();
@@ -322,8 +371,32 @@ async fn launch(
             }
             Some(outcome)
         }
-        Err(e) => {
+        Err(LaunchError::AlreadyRunning) => {
+            let msg = Reason::ConcurrencyPolicy.describe().to_owned();
+            tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
+            ctx.report_skip(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+                .await;
+            None
+        }
+        Err(LaunchError::ShuttingDown) => None,
+        Err(LaunchError::Spawn(e)) => {
             tracing::error!(job = job.name, error = %e, "could not start /bin/sh");
+            // Recorded as a run that ended without an exit code, with the reason as its output,
+            // so the ledger never shows a RUN decision with nothing after it.
+            let now = clock::now_ms();
+            let event = pb::report_run_request::Event::Finished(pb::RunFinished {
+                started_at_ms: now,
+                finished_at_ms: now,
+                exit_code: None,
+                signal: None,
+                timed_out: false,
+                output_tail: format!("could not start /bin/sh: {e}"),
+                duration_ms: 0,
+            });
+            let _ = ctx
+                .coordinator
+                .report(&job.name, at_ms, kind, attempt, event)
+                .await;
             None
         }
     }
@@ -332,8 +405,8 @@ async fn launch(
 /// A retry learned that another node owns the job: hand the rest of the sequence over, or,
 /// without a shared store, abandon it with a WARNING and a cancelled record (RTY-04, RTY-05).
 async fn hand_off(ctx: &FiringContext, job: &JobSpec, at_ms: i64, attempt: u32, max_attempts: u32) {
-    // EveryNode and @reboot retries never move between nodes (RTY-06); EveryNode never gets
-    // here (it is never told "not owner"), and @reboot retries keep their own kind.
+    // EveryNode and @reboot retries never move between nodes (RTY-06). EveryNode is never told
+    // "not owner"; an @reboot job's retries are abandoned here rather than handed off.
     if job.cluster_policy == ClusterPolicy::EveryNode || job.is_reboot() {
         return;
     }

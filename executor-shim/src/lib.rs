@@ -64,6 +64,8 @@ pub struct ShimConfig {
 
 impl ShimConfig {
     /// Defaults for everything but the source and the coordinator address.
+    /// The executor id defaults to `shim:PATH`; binaries prefix the host name so two
+    /// containers with the same path never share one id.
     pub fn new(source: JobSource, coordinator: impl Into<String>) -> Self {
         let executor_id = format!("shim:{}", source.path().display());
         Self {
@@ -122,6 +124,7 @@ pub async fn run(
         job_set_id: id_rx,
         stopping: stop_rx,
         reregister: Arc::new(Notify::new()),
+        jobs: jobs_rx.clone(),
     };
     tracing::info!(
         source = %config.source.path().display(),
@@ -139,6 +142,7 @@ pub async fn run(
     let mut firings = JoinSet::new();
     let mut table: HashMap<String, Entry> = HashMap::new();
     let mut content = loaded.content;
+    let mut candidate: Option<Vec<u8>> = None;
     apply(&mut table, loaded.jobs, started);
     for e in table.values().filter(|e| e.job.is_reboot()) {
         firings.spawn(fire(
@@ -153,12 +157,22 @@ pub async fn run(
     let mut reload_tick = tokio::time::interval(config.reload_interval);
     reload_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
+    let mut last_now = started;
     loop {
         let now = clock::now();
+        if now < last_now - TimeDelta::seconds(1) {
+            // The wall clock stepped back: keeping the old due instants would silence every
+            // job for the length of the step. Re-plan from the new time.
+            tracing::warn!(from = %last_now, to = %now, "wall clock stepped back; re-planning");
+            for entry in table.values_mut() {
+                entry.next = entry.loaded.schedule.next_after(now);
+            }
+        }
+        last_now = now;
         for entry in table.values_mut() {
             let plan = plan::plan(&entry.loaded.schedule, entry.next, now, lateness);
             entry.next = plan.next;
-            for t in plan.fire {
+            if let Some(t) = plan.fire {
                 firings.spawn(fire(
                     ctx.clone(),
                     entry.job.clone(),
@@ -185,10 +199,12 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = reload_tick.tick() => {
-                reload_if_changed(&config, &mut content, &mut table, &jobs_tx, &id_tx, false);
+                let mut r = Reload { config: &config, content: &mut content, candidate: &mut candidate, table: &mut table, jobs_tx: &jobs_tx, id_tx: &id_tx };
+                r.poll(false);
             }
             Some(()) = reload.recv() => {
-                reload_if_changed(&config, &mut content, &mut table, &jobs_tx, &id_tx, true);
+                let mut r = Reload { config: &config, content: &mut content, candidate: &mut candidate, table: &mut table, jobs_tx: &jobs_tx, id_tx: &id_tx };
+                r.poll(true);
             }
             _ = &mut shutdown => break,
         }
@@ -199,6 +215,7 @@ pub async fn run(
         "shim stopping; stopping running jobs"
     );
     let _ = stop_tx.send(true);
+    supervisor.close();
     supervisor.stop(None, config.grace).await;
     // Let the firing tasks send their final reports, within a bound.
     let _ = tokio::time::timeout(Duration::from_secs(3), async {
@@ -224,17 +241,20 @@ fn report_missed(ctx: &FiringContext, job: &str, missed: &[DateTime<Utc>], total
         return;
     }
     tracing::warn!(job, missed = total, first = %missed[0], "firings missed: they came later than the lateness bound");
-    for t in missed {
-        let ctx = ctx.clone();
-        let (job, at) = (job.to_owned(), t.timestamp_millis());
-        tokio::spawn(async move {
-            let msg = Reason::TooLate.describe().to_owned();
-            let _ = ctx
+    let (ctx, job) = (ctx.clone(), job.to_owned());
+    let instants: Vec<i64> = missed.iter().map(DateTime::timestamp_millis).collect();
+    tokio::spawn(async move {
+        let msg = Reason::TooLate.describe().to_owned();
+        for at in instants {
+            let kind = FiringKind::Scheduled;
+            let sent = ctx
                 .coordinator
-                .report_skip(&job, at, FiringKind::Scheduled, Reason::TooLate, msg)
-                .await;
-        });
-    }
+                .report_skip(&job, at, kind, 1, Reason::TooLate, msg.clone());
+            if sent.await.is_err() {
+                break; // the coordinator is away; the WARNING above already counted them
+            }
+        }
+    });
 }
 
 /// Replaces the table with `jobs`, keeping the next due instant of every unchanged job so a
@@ -259,45 +279,64 @@ fn apply(table: &mut HashMap<String, Entry>, jobs: Vec<LoadedJob>, now: DateTime
     *table = next;
 }
 
-fn reload_if_changed(
-    config: &ShimConfig,
-    content: &mut Vec<u8>,
-    table: &mut HashMap<String, Entry>,
-    jobs_tx: &watch::Sender<Arc<Vec<LoadedJob>>>,
-    id_tx: &watch::Sender<cronstable_core::fingerprint::JobSetId>,
-    forced: bool,
-) {
-    let loaded = match source::load(&config.source) {
-        Ok(l) => l,
-        Err(e) => {
-            // Keep running the jobs we have: a file being replaced may be briefly missing.
-            if forced {
-                tracing::error!("{e}; keeping the current jobs");
+/// The reload state the scheduler loop lends to one poll of the job file.
+struct Reload<'a> {
+    config: &'a ShimConfig,
+    content: &'a mut Vec<u8>,
+    candidate: &'a mut Option<Vec<u8>>,
+    table: &'a mut HashMap<String, Entry>,
+    jobs_tx: &'a watch::Sender<Arc<Vec<LoadedJob>>>,
+    id_tx: &'a watch::Sender<cronstable_core::fingerprint::JobSetId>,
+}
+
+impl Reload<'_> {
+    /// Applies the file if it changed. A changed file is applied once two polls in a row read
+    /// the same bytes, so a file caught mid-write is never loaded half-written; SIGHUP
+    /// (`forced`) applies it at once.
+    fn poll(&mut self, forced: bool) {
+        let bytes = match std::fs::read(self.config.source.path()) {
+            Ok(b) => b,
+            Err(e) => {
+                // Keep running the jobs we have: a file being replaced may be briefly missing.
+                if forced || self.candidate.as_deref() != Some(&[]) {
+                    tracing::error!(
+                        "cannot read {}: {e}; keeping the current jobs",
+                        self.config.source.path().display()
+                    );
+                }
+                *self.candidate = Some(Vec::new());
+                return;
             }
+        };
+        if bytes == *self.content {
+            *self.candidate = None;
             return;
         }
-    };
-    if !forced && loaded.content == *content {
-        return;
+        if !forced && self.candidate.as_deref() != Some(&bytes[..]) {
+            *self.candidate = Some(bytes);
+            return;
+        }
+        *self.candidate = None;
+        let loaded = source::parse(&self.config.source, bytes);
+        report_errors(&loaded.errors);
+        let added: Vec<&str> = loaded
+            .jobs
+            .iter()
+            .filter(|j| j.spec.is_reboot() && !self.table.contains_key(&j.spec.name))
+            .map(|j| j.spec.name.as_str())
+            .collect();
+        if !added.is_empty() {
+            tracing::info!(jobs = ?added, "@reboot jobs added by a reload run at the next shim start, as under cron");
+        }
+        *self.content = loaded.content;
+        let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
+        tracing::info!(
+            jobs = specs.len(),
+            errors = loaded.errors.len(),
+            "job file reloaded"
+        );
+        apply(self.table, loaded.jobs.clone(), clock::now());
+        self.id_tx.send_replace(job_set_id(&specs));
+        self.jobs_tx.send_replace(Arc::new(loaded.jobs));
     }
-    report_errors(&loaded.errors);
-    let added: Vec<&str> = loaded
-        .jobs
-        .iter()
-        .filter(|j| j.spec.is_reboot() && !table.contains_key(&j.spec.name))
-        .map(|j| j.spec.name.as_str())
-        .collect();
-    if !added.is_empty() {
-        tracing::info!(jobs = ?added, "@reboot jobs added by a reload run at the next shim start, as under cron");
-    }
-    *content = loaded.content;
-    let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
-    tracing::info!(
-        jobs = specs.len(),
-        errors = loaded.errors.len(),
-        "job file reloaded"
-    );
-    apply(table, loaded.jobs.clone(), clock::now());
-    id_tx.send_replace(job_set_id(&specs));
-    jobs_tx.send_replace(Arc::new(loaded.jobs));
 }

@@ -65,9 +65,11 @@ async fn main() -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("one of --crontab or --jobs is required"),
     };
     let mut config = ShimConfig::new(source, args.coordinator);
-    if let Some(id) = args.executor_id {
-        config.executor_id = id;
-    }
+    config.executor_id = match args.executor_id {
+        Some(id) => id,
+        // Host name and path: stable across restarts, distinct between containers.
+        None => format!("{}:{}", hostname(), config.executor_id),
+    };
     config.ask_timeout = args.ask_timeout;
     config.max_lateness = args.max_lateness;
     config.grace = args.grace;
@@ -91,6 +93,13 @@ async fn main() -> anyhow::Result<()> {
     };
     run(config, shutdown, reload_rx).await?;
     Ok(())
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 fn init_logging(format: &str) {

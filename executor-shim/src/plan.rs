@@ -2,9 +2,10 @@
 //!
 //! The scheduler sleeps until the earliest next due instant and then asks [`plan`] what to do,
 //! so it never misses a firing for loop granularity (Chronos's 60 s schedule horizon, MN-08):
-//! every due instant up to `now` is either launched or reported as missed. An instant later
-//! than the lateness bound (a suspended machine, a clock jump forward) is missed, never run
-//! late in a catch-up storm (MN-09), and never dropped silently.
+//! every due instant up to `now` is either launched or reported as missed, never dropped
+//! silently. When the loop wakes late (a stall, a suspended machine, a clock jump forward),
+//! only the newest due instant still inside the lateness bound runs; the older ones are
+//! reported missed. Coming back never launches a burst of catch-up runs of one job (MN-09).
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cronstable_core::schedule::Schedule;
@@ -15,8 +16,8 @@ pub const MISSED_LISTED: usize = 100;
 /// What to do for one job at `now`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
-    /// Due instants to launch now, oldest first.
-    pub fire: Vec<DateTime<Utc>>,
+    /// The due instant to launch now: the newest one within the lateness bound.
+    pub fire: Option<DateTime<Utc>>,
     /// Due instants that are too late to run, oldest first (at most [`MISSED_LISTED`]).
     pub missed: Vec<DateTime<Utc>>,
     /// Total number of missed instants, including those not listed.
@@ -58,7 +59,13 @@ pub fn plan(
             }
             continue;
         }
-        out.fire.push(t);
+        // Within the bound: a newer due instant supersedes an older one.
+        if let Some(older) = out.fire.replace(t) {
+            out.missed_total += 1;
+            if out.missed.len() < MISSED_LISTED {
+                out.missed.push(older);
+            }
+        }
         cursor = schedule.next_after(t);
     }
     out.next = cursor;
@@ -101,7 +108,7 @@ mod tests {
             at(10, 0, 0),
             TimeDelta::seconds(30),
         );
-        assert_eq!(p.fire, vec![at(10, 0, 0)]);
+        assert_eq!(p.fire, Some(at(10, 0, 0)));
         assert_eq!(p.next, Some(at(10, 1, 0)));
         assert!(p.missed.is_empty());
     }
@@ -124,13 +131,12 @@ mod tests {
     }
 
     #[test]
-    fn a_short_stall_fires_every_instant_within_the_lateness_bound() {
+    fn a_short_stall_runs_only_the_newest_due_instant_and_reports_the_rest() {
         let s = Schedule::parse("* * * * * *", None).unwrap();
         let p = plan(&s, Some(at(10, 0, 0)), at(10, 0, 3), TimeDelta::seconds(30));
-        assert_eq!(
-            p.fire,
-            vec![at(10, 0, 0), at(10, 0, 1), at(10, 0, 2), at(10, 0, 3)]
-        );
+        assert_eq!(p.fire, Some(at(10, 0, 3)));
+        assert_eq!(p.missed, vec![at(10, 0, 0), at(10, 0, 1), at(10, 0, 2)]);
+        assert_eq!(p.missed_total, 3);
         assert_eq!(p.next, Some(at(10, 0, 4)));
     }
 
@@ -153,7 +159,7 @@ mod tests {
             ]
         );
         assert_eq!(p.missed_total, 5);
-        assert_eq!(p.fire, vec![at(10, 5, 0)]);
+        assert_eq!(p.fire, Some(at(10, 5, 0)));
         assert_eq!(p.next, Some(at(10, 6, 0)));
     }
 
@@ -163,10 +169,9 @@ mod tests {
         let now = at(12, 0, 0);
         let p = plan(&s, Some(at(10, 0, 0)), now, TimeDelta::seconds(10));
         assert_eq!(p.missed.len(), MISSED_LISTED);
-        // Two hours of seconds, minus the 10 s still inside the bound, which are fired.
-        assert_eq!(p.missed_total, 7200 - 10);
-        assert_eq!(p.fire.len(), 11);
-        assert_eq!(p.fire.first(), Some(&at(11, 59, 50)));
+        // Two hours of seconds: every one but the newest is missed, and that one runs.
+        assert_eq!(p.missed_total, 7200);
+        assert_eq!(p.fire, Some(at(12, 0, 0)));
         assert_eq!(p.next, Some(at(12, 0, 1)));
     }
 

@@ -64,6 +64,22 @@ pub struct Launch {
     pub env: BTreeMap<String, String>,
     /// Kill after this long.
     pub timeout: Option<Duration>,
+    /// Refuse to start while another run of the same job is alive (concurrencyPolicy Forbid).
+    pub exclusive: bool,
+}
+
+/// Why a run did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The job forbids overlap and a run of it is alive.
+    #[error("a run of this job is still alive")]
+    AlreadyRunning,
+    /// The supervisor is closed: the shim is shutting down.
+    #[error("the shim is shutting down")]
+    ShuttingDown,
+    /// `/bin/sh` could not be spawned.
+    #[error(transparent)]
+    Spawn(#[from] std::io::Error),
 }
 
 #[derive(Debug, Clone)]
@@ -74,17 +90,24 @@ struct Running {
 /// The table of live job processes. Cheap to clone; clones share the table.
 #[derive(Debug, Clone, Default)]
 pub struct Supervisor {
-    running: Arc<Mutex<HashMap<u32, Running>>>,
+    running: Arc<Mutex<Table>>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    runs: HashMap<u32, Running>,
+    /// Set at shutdown: no run starts after it, so none can outlive the shim.
+    closed: bool,
 }
 
 /// A locked view of the live pids, held by the orphan reaper so that a child being spawned is
 /// always in the table before the reaper can see it.
-pub struct PidTable<'a>(MutexGuard<'a, HashMap<u32, Running>>);
+pub struct PidTable<'a>(MutexGuard<'a, Table>);
 
 impl PidTable<'_> {
     /// True if `pid` is a job process this supervisor waits for itself.
     pub fn contains(&self, pid: u32) -> bool {
-        self.0.contains_key(&pid)
+        self.0.runs.contains_key(&pid)
     }
 }
 
@@ -94,8 +117,13 @@ impl Supervisor {
         Self::default()
     }
 
-    fn table(&self) -> MutexGuard<'_, HashMap<u32, Running>> {
+    fn table(&self) -> MutexGuard<'_, Table> {
         self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses every later launch (at shutdown).
+    pub fn close(&self) {
+        self.table().closed = true;
     }
 
     /// Locks the pid table (see [`PidTable`]).
@@ -105,16 +133,17 @@ impl Supervisor {
 
     /// Live runs of `job`.
     pub fn running(&self, job: &str) -> usize {
-        self.table().values().filter(|r| r.job == job).count()
+        self.table().runs.values().filter(|r| r.job == job).count()
     }
 
     /// Live runs of every job.
     pub fn total_running(&self) -> usize {
-        self.table().len()
+        self.table().runs.len()
     }
 
     fn groups(&self, job: Option<&str>) -> Vec<u32> {
         self.table()
+            .runs
             .iter()
             .filter(|(_, r)| job.is_none_or(|j| r.job == j))
             .map(|(pid, _)| *pid)
@@ -132,7 +161,8 @@ impl Supervisor {
     /// Stops every live run of `job` (or of all jobs): SIGTERM, then SIGKILL after `grace`.
     /// Returns once they are gone, or after the SIGKILL and a short wait.
     pub async fn stop(&self, job: Option<&str>, grace: Duration) {
-        if self.groups(job).is_empty() {
+        let groups = self.groups(job);
+        if groups.is_empty() {
             return;
         }
         self.signal(job, Signal::SIGTERM);
@@ -141,9 +171,13 @@ impl Supervisor {
                 job = job.unwrap_or("*"),
                 "runs ignored SIGTERM; sending SIGKILL"
             );
-            self.signal(job, Signal::SIGKILL);
-            self.wait_gone(job, Duration::from_secs(2)).await;
         }
+        // The whole group, not just the shell: a member that ignored SIGTERM must not outlive
+        // the run. A group id cannot be reused while any member lives, so this is safe.
+        for pgid in groups {
+            let _ = killpg(Pid::from_raw(pgid as i32), Signal::SIGKILL);
+        }
+        self.wait_gone(job, Duration::from_secs(2)).await;
     }
 
     async fn wait_gone(&self, job: Option<&str>, within: Duration) -> bool {
@@ -164,7 +198,7 @@ impl Supervisor {
         &self,
         launch: Launch,
         on_started: impl FnOnce(u32, DateTime<Utc>),
-    ) -> std::io::Result<Outcome> {
+    ) -> Result<Outcome, LaunchError> {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg(&launch.command)
@@ -182,9 +216,19 @@ impl Supervisor {
             // Spawn under the table lock, so the orphan reaper never mistakes the new child for
             // an orphan before it is recorded.
             let mut table = self.table();
+            if table.closed {
+                return Err(LaunchError::ShuttingDown);
+            }
+            if launch.exclusive && table.runs.values().any(|r| r.job == launch.job) {
+                return Err(LaunchError::AlreadyRunning);
+            }
             let child = cmd.spawn()?;
-            let pid = child.id().unwrap_or_default();
-            table.insert(
+            // A pid of 0 would make killpg signal the shim's own group: refuse it outright.
+            let pid = child
+                .id()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| std::io::Error::other("the spawned shell has no pid"))?;
+            table.runs.insert(
                 pid,
                 Running {
                     job: launch.job.clone(),
@@ -223,22 +267,25 @@ impl Supervisor {
                         "run timed out; stopping its process group"
                     );
                     let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGTERM);
-                    match tokio::time::timeout(KILL_GRACE, child.wait()).await {
+                    let status = match tokio::time::timeout(KILL_GRACE, child.wait()).await {
                         Ok(status) => status,
                         Err(_) => {
                             let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
                             child.wait().await
                         }
-                    }
+                    };
+                    // Whatever the shell did, no member of its group survives the timeout.
+                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                    status
                 }
             },
         };
         let finished_at = clock::now();
-        self.table().remove(&pid);
+        self.table().runs.remove(&pid);
         for reader in readers.into_iter().flatten() {
             let _ = tokio::time::timeout(PIPE_LINGER, reader).await;
         }
-        let status = status?;
+        let status = status.map_err(LaunchError::Spawn)?;
         use std::os::unix::process::ExitStatusExt;
         let output_tail = tail.lock().unwrap_or_else(PoisonError::into_inner).text();
         Ok(Outcome {
@@ -311,6 +358,7 @@ mod tests {
             stdin: None,
             env: BTreeMap::new(),
             timeout: None,
+            exclusive: false,
         }
     }
 
@@ -352,7 +400,12 @@ mod tests {
         let s = Supervisor::new();
         let s2 = s.clone();
         let task = tokio::spawn(async move { s2.run(launch("sleep 30"), |_, _| {}).await });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while s.running("t") == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the run never started"
+            );
             tokio::task::yield_now().await;
         }
         s.stop(Some("t"), Duration::from_secs(2)).await;
@@ -369,5 +422,46 @@ mod tests {
         let text = t.text();
         assert_eq!(text.len(), OUTPUT_TAIL_BYTES);
         assert!(text.ends_with("end"));
+    }
+}
+
+#[cfg(test)]
+mod exclusive_tests {
+    use super::*;
+
+    fn launch(command: &str, exclusive: bool) -> Launch {
+        Launch {
+            job: "x".into(),
+            command: command.into(),
+            stdin: None,
+            env: BTreeMap::new(),
+            timeout: None,
+            exclusive,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exclusive_launch_is_refused_while_a_run_is_alive_and_nothing_starts_after_close() {
+        let s = Supervisor::new();
+        let s2 = s.clone();
+        let first = tokio::spawn(async move { s2.run(launch("sleep 30", true), |_, _| {}).await });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while s.running("x") == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the run never started"
+            );
+            tokio::task::yield_now().await;
+        }
+        let second = s.run(launch("true", true), |_, _| {}).await;
+        assert!(
+            matches!(second, Err(LaunchError::AlreadyRunning)),
+            "{second:?}"
+        );
+        s.close();
+        let third = s.run(launch("true", false), |_, _| {}).await;
+        assert!(matches!(third, Err(LaunchError::ShuttingDown)), "{third:?}");
+        s.stop(None, Duration::from_secs(2)).await;
+        first.await.unwrap().unwrap();
     }
 }

@@ -36,7 +36,7 @@ fn main() {
         &crontab,
         format!(
             "# cronstable: name=lag clusterPolicy=Leader seconds=true\n\
-             * * * * * * echo \"$(date +%s.%N) $CRONSTABLE_SCHEDULED_AT\" >> {}\n",
+             * * * * * * echo \"$(date +\\%s.\\%N) $CRONSTABLE_SCHEDULED_AT\" >> {}\n",
             out.display()
         ),
     )
@@ -44,10 +44,7 @@ fn main() {
     let coordinator = Coordinator::start(dir.path());
     let shim = start_shim(&crontab, &coordinator.api, &[]);
     eprintln!("collecting {firings} firings of a per-second job…");
-    let runs = wait_for_long(
-        || Some(lines(&out)).filter(|l| l.len() > firings),
-        firings,
-    );
+    let runs = wait_for_long(|| Some(lines(&out)).filter(|l| l.len() > firings), firings);
     drop(shim);
     // The first firing may race the shim's registration; measure the steady state.
     let mut lags: Vec<f64> = runs[1..=firings]

@@ -103,31 +103,34 @@ fn the_api_can_listen_on_a_unix_socket_and_a_second_coordinator_cannot_steal_it(
 #[test]
 fn forbid_skips_a_firing_while_the_previous_run_is_alive() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("starts");
+    let (out, overlaps, lock) = (
+        dir.path().join("starts"),
+        dir.path().join("overlaps"),
+        dir.path().join("lock"),
+    );
     let crontab = dir.path().join("crontab");
+    // mkdir is atomic: a second live run would fail to take the lock and say so.
     std::fs::write(
         &crontab,
         format!(
             "# cronstable: name=slow clusterPolicy=EveryNode concurrencyPolicy=Forbid seconds=true\n\
-             * * * * * * echo start >> {}; sleep 2.5\n",
-            out.display()
+             * * * * * * mkdir {l} || echo overlap >> {o}; echo start >> {s}; sleep 2.5; rmdir {l}\n",
+            l = lock.display(),
+            o = overlaps.display(),
+            s = out.display()
         ),
     )
     .unwrap();
     let coordinator = Coordinator::start(dir.path());
     let shim = start_shim(&crontab, &coordinator.api, &[]);
     shim.wait_log("the previous run is still going");
-    wait_for("a second start after the first run ended", || {
-        (lines(&out).len() >= 2).then_some(())
-    });
+    wait_for("three starts", || (lines(&out).len() >= 3).then_some(()));
     coordinator.proc.wait_log("reason=\"concurrency_policy\"");
-    // At most one run at a time: every second fires, yet starts are ~2.5 s apart.
-    let starts = lines(&out).len();
-    let fired = shim
-        .log()
-        .matches("the previous run is still going")
-        .count();
-    assert!(fired >= starts, "skips {fired} vs starts {starts}");
+    assert!(
+        lines(&overlaps).is_empty(),
+        "two runs overlapped: {:?}",
+        lines(&overlaps)
+    );
 }
 
 #[test]

@@ -57,14 +57,22 @@ fn jobs_fire_through_the_coordinators_gate_with_their_firing_identity() {
         runs.len(),
         "each firing has its own id: {runs:?}"
     );
-    // Distinct firings, one run each: no instant fired twice, none skipped in between.
-    let mut instants: Vec<&str> = runs.iter().map(|r| r.split(' ').nth(1).unwrap()).collect();
-    instants.dedup();
-    assert_eq!(
-        instants.len(),
-        runs.len(),
-        "each instant ran once: {runs:?}"
-    );
+    // One run per instant, and consecutive instants: none fired twice, none skipped between.
+    let instants: Vec<i64> = runs
+        .iter()
+        .map(|r| {
+            chrono::DateTime::parse_from_rfc3339(r.split(' ').nth(1).unwrap())
+                .unwrap()
+                .timestamp()
+        })
+        .collect();
+    for pair in instants.windows(2) {
+        assert_eq!(
+            pair[1] - pair[0],
+            1,
+            "consecutive seconds, each once: {runs:?}"
+        );
+    }
 
     // The coordinator decided each firing (election off: every node runs everything).
     coordinator.proc.wait_log("reason=\"election_off\"");
@@ -153,6 +161,16 @@ fn a_manual_start_runs_a_job_ungated_and_an_unknown_job_is_a_readable_404() {
         body["error"].as_str().unwrap().contains("no-such-job"),
         "{body}"
     );
+    let wrong_method = http(coordinator.web, "GET", "/jobs/yearly-report/start").unwrap();
+    assert_eq!(wrong_method.status, 405);
+    assert!(
+        wrong_method.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("GET"),
+        "{}",
+        wrong_method.body
+    );
     let endpoint = http(coordinator.web, "GET", "/nope").unwrap();
     assert_eq!(endpoint.status, 404);
     assert!(endpoint.json()["error"].as_str().unwrap().contains("/nope"));
@@ -201,8 +219,13 @@ fn editing_the_crontab_reloads_it_and_re_registers_the_job_set() {
         (id != before).then_some(id)
     });
     assert_ne!(before, after);
+    // Once the new job has run three more times, the removed one ran at most once more (a
+    // firing already in flight when the reload landed).
     let settled = lines(&first).len();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let seen = lines(&second).len();
+    wait_for("three more runs of the new job", || {
+        (lines(&second).len() >= seen + 3).then_some(())
+    });
     assert!(
         lines(&first).len() <= settled + 1,
         "the removed job kept running"
@@ -345,10 +368,48 @@ fn a_yaml_job_file_runs_like_a_crontab_and_a_bad_job_does_not_stop_the_others() 
     .unwrap();
     let coordinator = Coordinator::start(dir.path());
     let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable-shim"));
-    cmd.arg("--jobs").arg(&jobs).arg("--coordinator").arg(&coordinator.api);
+    cmd.arg("--jobs")
+        .arg(&jobs)
+        .arg("--coordinator")
+        .arg(&coordinator.api);
     let shim = cronstable_tests::Proc::spawn("shim", cmd);
     wait_for("the YAML job", || lines(&out).first().cloned());
     assert_eq!(lines(&out)[0], "from-yaml hi");
     let log = shim.log();
-    assert!(log.contains("jobs.yaml:9:") && log.contains("jobs[1].schedule"), "{log}");
+    assert!(
+        log.contains("jobs.yaml:9:") && log.contains("jobs[1].schedule"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_leader_reboot_job_waits_for_a_coordinator_that_starts_after_the_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("boot");
+    let crontab = dir.path().join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=migrate clusterPolicy=Leader\n@reboot echo ran >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let (api, web) = (cronstable_tests::free_port(), cronstable_tests::free_port());
+    let config = dir.path().join("c.yaml");
+    std::fs::write(
+        &config,
+        format!("api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\n"),
+    )
+    .unwrap();
+    let api_url = format!("http://127.0.0.1:{api}");
+    // The sidecar is not up yet: the shim's first question goes unanswered.
+    let shim = start_shim(&crontab, &api_url, &["--ask-timeout", "300ms"]);
+    shim.wait_log("no answer from the coordinator");
+    assert!(lines(&out).is_empty());
+    let _coordinator = Coordinator::start_with(config, api_url, ([127, 0, 0, 1], web).into());
+    wait_for("the @reboot job once the coordinator is up", || {
+        lines(&out).first().cloned()
+    });
+    assert_eq!(lines(&out), ["ran"]);
 }

@@ -31,7 +31,8 @@ use std::fmt;
 use sha2::{Digest, Sha256};
 
 use crate::duration::parse_duration;
-use crate::job::{ClusterPolicy, ConcurrencyPolicy, JobSpec};
+use crate::job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, MAX_RETRIES};
+use crate::jobfile::{DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX};
 use crate::schedule::Schedule;
 
 /// One job and the line it came from.
@@ -109,7 +110,11 @@ fn parse_annotation(body: &str, line: usize) -> Result<Annotation, String> {
             "clusterPolicy" => a.policy = Some(value.parse().map_err(|e| bad(&format!("{e}")))?),
             "timeout" => a.timeout = Some(parse_duration(value).map_err(|e| bad(&e))?),
             "retries" => {
-                a.retries = Some(value.parse().map_err(|_| bad("expected a whole number"))?)
+                let n: u32 = value.parse().map_err(|_| bad("expected a whole number"))?;
+                if n > MAX_RETRIES {
+                    return Err(bad(&format!("at most {MAX_RETRIES}")));
+                }
+                a.retries = Some(n);
             }
             "retryBackoff" => a.backoff = Some(parse_duration(value).map_err(|e| bad(&e))?),
             "retryBackoffMax" => a.max_backoff = Some(parse_duration(value).map_err(|e| bad(&e))?),
@@ -329,11 +334,11 @@ pub fn parse(text: &str, source: &str) -> ParsedCrontab {
             job.timeout = a.timeout;
             job.concurrency_policy = a.concurrency.unwrap_or_default();
             job.retry.retries = a.retries.unwrap_or(0);
-            job.retry.backoff = a.backoff.unwrap_or(std::time::Duration::from_secs(10));
-            job.retry.max_backoff = a.max_backoff.unwrap_or(std::time::Duration::from_secs(300));
+            job.retry.backoff = a.backoff.unwrap_or(DEFAULT_RETRY_BACKOFF);
+            job.retry.max_backoff = a.max_backoff.unwrap_or(DEFAULT_RETRY_BACKOFF_MAX);
         } else {
-            job.retry.backoff = std::time::Duration::from_secs(10);
-            job.retry.max_backoff = std::time::Duration::from_secs(300);
+            job.retry.backoff = DEFAULT_RETRY_BACKOFF;
+            job.retry.max_backoff = DEFAULT_RETRY_BACKOFF_MAX;
         }
         if let Some(first) = seen.get(&job.name) {
             error(

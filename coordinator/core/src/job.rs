@@ -83,6 +83,10 @@ impl ConcurrencyPolicy {
     }
 }
 
+/// The most relaunches a job may ask for: enough for any real retry policy, and small enough
+/// that attempt arithmetic can never overflow.
+pub const MAX_RETRIES: u32 = 1000;
+
 /// How a failed run is relaunched. Every relaunch re-asks the coordinator first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct RetryPolicy {

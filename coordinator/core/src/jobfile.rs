@@ -287,6 +287,13 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
             ),
         ));
     }
+    if raw.retries > crate::job::MAX_RETRIES {
+        let max = crate::job::MAX_RETRIES;
+        problems.push((
+            "retries",
+            format!("{} is more than the limit of {max}", raw.retries),
+        ));
+    }
     if !problems.is_empty() {
         return Err(problems);
     }
