@@ -52,7 +52,8 @@ fn every_feature_of_the_fixture_loads() {
     assert_eq!(mail.command, "mail -s report ops");
     assert_eq!(
         mail.stdin.as_deref(),
-        Some("Dear ops,\nthe report is attached.\n\n")
+        Some("Dear ops,\nthe report is attached.\n"),
+        "the trailing `%` is the final newline; cronie adds one only when it is missing"
     );
     assert!(
         !mail.environment.contains_key("CRON_TZ"),
