@@ -139,7 +139,7 @@ impl Executor for ExecutorService {
                 0
             },
             firing_id: answer.firing_id,
-            node_name: self.state.node_name(),
+            node_name: answer.node,
         }))
     }
 

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cronstable_coordinator::{config, demo, listeners::Listeners, run};
+use cronstable_shim::cli::{hostname, init_logging};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit code for a configuration error (sysexits EX_USAGE).
@@ -129,13 +130,6 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
     })
 }
 
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
 /// Resolves on SIGTERM (how Kubernetes stops a container) or SIGINT.
 async fn shutdown_signal() {
     let (Ok(mut term), Ok(mut int)) = (
@@ -148,21 +142,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
-    }
-}
-
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only for a person at a terminal; log collectors get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
     }
 }

@@ -61,6 +61,8 @@ pub struct Answer {
     pub fence: Option<String>,
     /// The cluster-wide firing key.
     pub firing_id: String,
+    /// The node that decided (this one).
+    pub node: String,
 }
 
 /// Shared handles for the gRPC and HTTP handlers. Cheap to clone.
@@ -106,21 +108,33 @@ impl CoordinatorState {
         let set = self.registry.current();
         let registered = set.get(job)?;
         let policy = registered.spec.cluster_policy;
-        let view = self.view.borrow().clone();
-        let decision = decide(policy, kind, view.gate_for(job));
-        let run = decision.verdict == cronstable_core::Verdict::Run;
+        // Decide inside one short borrow of the view: no copy of it per firing, and the
+        // backend's next write waits only for these few field reads.
+        let (decision, owner, fence, node) = {
+            let view = self.view.borrow();
+            let decision = decide(policy, kind, view.gate_for(job));
+            let run = decision.verdict == cronstable_core::Verdict::Run;
+            let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
+            (
+                decision,
+                view.owner_of(job, policy),
+                fence,
+                view.node_name.clone(),
+            )
+        };
         let answer = Answer {
             decision,
-            owner: view.owner_of(job, policy),
-            fence: run.then(|| view.fence().map(str::to_owned)).flatten(),
+            owner,
+            fence,
             firing_id: firing_id(&set.id, job, scheduled_at_ms),
+            node: node.clone(),
         };
         self.ledger.append(Record {
             job: job.to_owned(),
             scheduled_at_ms,
             kind,
             attempt,
-            node: view.node_name.clone(),
+            node,
             recorded_at_ms: now_ms,
             event: Event::Decided {
                 verdict: decision.verdict,

@@ -15,7 +15,9 @@
 //! - [`client`]: the gRPC client, every call with a deadline.
 //! - [`session`]: registration and the Watch stream, reconnected with backoff.
 //! - [`reaper`]: reaping orphans as PID 1.
+//! - [`cli`]: logging setup and the host name, for the binaries.
 
+pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod firing;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use cronstable_shim::cli::{hostname, init_logging};
 use cronstable_shim::source::JobSource;
 use cronstable_shim::{ShimConfig, run};
 use tokio::signal::unix::{SignalKind, signal};
@@ -93,27 +94,4 @@ async fn main() -> anyhow::Result<()> {
     };
     run(config, shutdown, reload_rx).await?;
     Ok(())
-}
-
-fn hostname() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-fn init_logging(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Colour only for a person at a terminal; log collectors get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    if format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
 }
