@@ -22,6 +22,11 @@ use crate::clock;
 use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
 use crate::source::LoadedJob;
 
+/// How far ahead of a scheduled instant the shim asks its gate. The launch itself still waits
+/// for the instant; the decision is just taken this much earlier, well inside the granularity
+/// at which any backend's view changes.
+pub const LEAD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(20);
+
 /// How long a deferred retry keeps re-asking before it gives up.
 const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
 /// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often
@@ -78,7 +83,12 @@ impl FiringContext {
         if answer.as_ref().is_err_and(CallError::is_not_found) {
             // The coordinator restarted, or this firing raced the first registration: register
             // now and ask once more, rather than letting a forgotten registration skip a job.
-            let specs: Vec<JobSpec> = self.jobs.borrow().iter().map(|j| j.spec.clone()).collect();
+            let specs: Vec<JobSpec> = self
+                .jobs
+                .borrow()
+                .iter()
+                .map(|j| (*j.spec).clone())
+                .collect();
             if self.coordinator.register(&specs).await.is_ok() {
                 self.reregister.notify_one();
                 answer = ask().await;
@@ -263,6 +273,12 @@ pub async fn fire(
                 continue;
             }
             Verdict::Run => deferred_since = None,
+        }
+        // Asked LEAD early: launch on the instant, not before it.
+        if let Ok(early) = (scheduled_at - clock::now()).to_std()
+            && !ctx.pause(early).await
+        {
+            return;
         }
         if job.concurrency_policy == ConcurrencyPolicy::Replace
             && ctx.supervisor.running(&job.name) > 0

@@ -96,7 +96,6 @@ pub enum ShimError {
 
 /// One scheduled job and its next due instant.
 struct Entry {
-    job: Arc<JobSpec>,
     loaded: LoadedJob,
     next: Option<DateTime<Utc>>,
 }
@@ -117,8 +116,7 @@ pub async fn run(
     )?;
     let supervisor = Supervisor::new();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
-    let (id_tx, id_rx) = watch::channel(job_set_id(&specs));
+    let (id_tx, id_rx) = watch::channel(id_of(&loaded.jobs));
     let (jobs_tx, jobs_rx) = watch::channel(Arc::new(loaded.jobs.clone()));
     let ctx = FiringContext {
         coordinator,
@@ -130,7 +128,7 @@ pub async fn run(
     };
     tracing::info!(
         source = %config.source.path().display(),
-        jobs = specs.len(),
+        jobs = loaded.jobs.len(),
         coordinator = config.coordinator,
         executor = config.executor_id,
         "shim started"
@@ -146,10 +144,10 @@ pub async fn run(
     let mut content = loaded.content;
     let mut candidate: Option<Vec<u8>> = None;
     apply(&mut table, loaded.jobs, started);
-    for e in table.values().filter(|e| e.job.is_reboot()) {
+    for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
         firings.spawn(fire(
             ctx.clone(),
-            e.job.clone(),
+            e.loaded.spec.clone(),
             started,
             FiringKind::Reboot,
         ));
@@ -172,17 +170,29 @@ pub async fn run(
         }
         last_now = now;
         for entry in table.values_mut() {
-            let plan = plan::plan(&entry.loaded.schedule, entry.next, now, lateness);
+            // Plan LEAD ahead: a firing asks its gate a moment early and then launches exactly
+            // on its instant, so the timer's wake-up and the round trip are off the path.
+            let plan = plan::plan(
+                &entry.loaded.schedule,
+                entry.next,
+                now + firing::LEAD,
+                lateness,
+            );
             entry.next = plan.next;
             if let Some(t) = plan.fire {
                 firings.spawn(fire(
                     ctx.clone(),
-                    entry.job.clone(),
+                    entry.loaded.spec.clone(),
                     t,
                     FiringKind::Scheduled,
                 ));
             }
-            report_missed(&ctx, &entry.job.name, &plan.missed, plan.missed_total);
+            report_missed(
+                &ctx,
+                &entry.loaded.spec.name,
+                &plan.missed,
+                plan.missed_total,
+            );
         }
         // Reap finished firing tasks so the set does not grow.
         while firings.try_join_next().is_some() {}
@@ -190,7 +200,7 @@ pub async fn run(
         // wall-clock jumps (a suspend, an NTP step) that a monotonic sleep would not see.
         let wake = table.values().filter_map(|e| e.next).min();
         let nap = wake
-            .and_then(|w| (w - clock::now()).to_std().ok())
+            .and_then(|w| (w - firing::LEAD - clock::now()).to_std().ok())
             .unwrap_or(Duration::ZERO)
             .min(Duration::from_secs(5));
         let nap = if wake.is_none() {
@@ -232,6 +242,12 @@ pub async fn run(
     Ok(())
 }
 
+/// The job-set ID of the shim's own jobs.
+fn id_of(jobs: &[LoadedJob]) -> cronstable_core::fingerprint::JobSetId {
+    let specs: Vec<JobSpec> = jobs.iter().map(|j| (*j.spec).clone()).collect();
+    job_set_id(&specs)
+}
+
 fn report_errors(errors: &[String]) {
     for e in errors {
         tracing::error!("{e}");
@@ -266,17 +282,10 @@ fn apply(table: &mut HashMap<String, Entry>, jobs: Vec<LoadedJob>, now: DateTime
     for loaded in jobs {
         let name = loaded.spec.name.clone();
         let due = match table.remove(&name) {
-            Some(old) if *old.job == loaded.spec => old.next,
+            Some(old) if old.loaded.spec == loaded.spec => old.next,
             _ => loaded.schedule.next_after(now),
         };
-        next.insert(
-            name,
-            Entry {
-                job: Arc::new(loaded.spec.clone()),
-                loaded,
-                next: due,
-            },
-        );
+        next.insert(name, Entry { loaded, next: due });
     }
     *table = next;
 }
@@ -331,14 +340,14 @@ impl Reload<'_> {
             tracing::info!(jobs = ?added, "@reboot jobs added by a reload run at the next shim start, as under cron");
         }
         *self.content = loaded.content;
-        let specs: Vec<JobSpec> = loaded.jobs.iter().map(|j| j.spec.clone()).collect();
+        let count = loaded.jobs.len();
         tracing::info!(
-            jobs = specs.len(),
+            jobs = count,
             errors = loaded.errors.len(),
             "job file reloaded"
         );
         apply(self.table, loaded.jobs.clone(), clock::now());
-        self.id_tx.send_replace(job_set_id(&specs));
+        self.id_tx.send_replace(id_of(&loaded.jobs));
         self.jobs_tx.send_replace(Arc::new(loaded.jobs));
     }
 }

@@ -56,7 +56,8 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     cronstable_core::duration::parse_duration(s)
 }
 
-#[tokio::main]
+// One thread is plenty for a scheduler that mostly sleeps, and keeps the shim small.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(&args.log_format);

@@ -20,7 +20,8 @@ pub struct Plan {
     pub fire: Option<DateTime<Utc>>,
     /// Due instants that are too late to run, oldest first (at most [`MISSED_LISTED`]).
     pub missed: Vec<DateTime<Utc>>,
-    /// Total number of missed instants, including those not listed.
+    /// Total number of missed instants, including those not listed (a floor past about
+    /// 20,000: counting further would stall the loop).
     pub missed_total: u64,
     /// The next due instant after `now`, if the schedule has one.
     pub next: Option<DateTime<Utc>>,
@@ -72,9 +73,11 @@ pub fn plan(
     out
 }
 
-/// Counts due instants in `(from, to]`, giving up after a bound (the count is then a floor).
+/// Counts due instants in `(from, to]`, giving up after a bound (the count is then a floor):
+/// this runs on the scheduler's loop, so a week-long suspend of a per-second job must not
+/// stall it for long.
 fn count_between(schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
-    const BOUND: u64 = 1_000_000;
+    const BOUND: u64 = 20_000;
     let mut n = 0;
     let mut cursor = schedule.next_after(from);
     while let Some(t) = cursor {

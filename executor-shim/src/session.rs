@@ -28,7 +28,7 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
         let specs: Vec<JobSpec> = jobs
             .borrow_and_update()
             .iter()
-            .map(|j| j.spec.clone())
+            .map(|j| (*j.spec).clone())
             .collect();
         match ctx.coordinator.register(&specs).await {
             Ok(id) => {
@@ -115,7 +115,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
             tracing::info!(job = m.job, request_id = m.request_id, "manual start");
             let at = chrono::DateTime::from_timestamp_millis(m.requested_at_ms)
                 .unwrap_or_else(clock::now);
-            tokio::spawn(fire(ctx.clone(), Arc::new(job), at, FiringKind::Manual));
+            tokio::spawn(fire(ctx.clone(), job, at, FiringKind::Manual));
         }
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");

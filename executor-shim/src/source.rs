@@ -4,6 +4,7 @@
 //! `file:line: reason` and skipped, so one typo never stops every other job.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{JobSpec, crontab, jobfile};
@@ -29,8 +30,8 @@ impl JobSource {
 /// A job with its parsed schedule.
 #[derive(Debug, Clone)]
 pub struct LoadedJob {
-    /// The job.
-    pub spec: JobSpec,
+    /// The job (shared: the scheduler, the session and reloads hold the same one).
+    pub spec: Arc<JobSpec>,
     /// Its schedule, parsed once.
     pub schedule: Schedule,
 }
@@ -92,7 +93,10 @@ pub fn parse(source: &JobSource, content: Vec<u8>) -> Loaded {
         // The parsers already validated every schedule; a failure here would be a parser bug,
         // reported like any bad line rather than a panic.
         match Schedule::parse(&spec.schedule, spec.timezone.as_deref()) {
-            Ok(schedule) => jobs.push(LoadedJob { spec, schedule }),
+            Ok(schedule) => jobs.push(LoadedJob {
+                spec: Arc::new(spec),
+                schedule,
+            }),
             Err(e) => errors.push(format!("{name}: job {:?}: {e}", spec.name)),
         }
     }

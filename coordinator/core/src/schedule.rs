@@ -136,8 +136,12 @@ pub enum Schedule {
 /// A recurring schedule bound to its time zone. Opaque: use the [`Schedule`] methods.
 #[derive(Clone)]
 pub struct CronSchedule {
-    /// The wall-clock pattern, normalised to plain numbers (boxed: croner's pattern is large).
-    cron: Box<Cron>,
+    /// The wall-clock pattern, normalised to plain numbers. croner's parsed form is rebuilt for
+    /// each search rather than kept: it carries a byte per possible year (about 5 KB), which
+    /// for a thousand jobs would dwarf everything else the shim holds.
+    pattern: String,
+    /// Day-of-month and day-of-week combine with AND (Vixie's `*` rule).
+    dom_and_dow: bool,
     tz: Tz,
     has_seconds: bool,
     /// Vixie's wildcard job (see the module docs): runs both passes of a repeated hour and
@@ -373,18 +377,13 @@ impl Schedule {
         let pattern = [&second, &minute, &hour, &dom, &month, &dow]
             .map(|f| list(f.bits))
             .join(" ");
-        let cron = CronParser::builder()
-            .seconds(Seconds::Required)
-            .year(Year::Disallowed)
-            .dom_and_dow(both_days)
-            .build()
-            .parse(&pattern)
-            .map_err(|e| ScheduleError::Croner {
-                expr: expr.to_owned(),
-                message: e.to_string(),
-            })?;
+        build_cron(&pattern, both_days).map_err(|e| ScheduleError::Croner {
+            expr: expr.to_owned(),
+            message: e.to_string(),
+        })?;
         Ok(Schedule::Cron(CronSchedule {
-            cron: Box::new(cron),
+            pattern,
+            dom_and_dow: both_days,
             tz,
             has_seconds,
             wildcard: minute.star || hour.star || (has_seconds && second.star),
@@ -434,6 +433,16 @@ fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {
 /// overlap, so real zones need two or three.
 const MAX_STEPS: usize = 64;
 
+/// croner's matcher for a normalised six-field pattern (validated once by `Schedule::parse`).
+fn build_cron(pattern: &str, dom_and_dow: bool) -> Result<Cron, croner::errors::CronError> {
+    CronParser::builder()
+        .seconds(Seconds::Required)
+        .year(Year::Disallowed)
+        .dom_and_dow(dom_and_dow)
+        .build()
+        .parse(pattern)
+}
+
 // === impl CronSchedule ===
 
 impl CronSchedule {
@@ -441,7 +450,8 @@ impl CronSchedule {
     /// clock changes, so croner sees a plain calendar and its own DST handling never applies.
     fn next_wall(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         let carrier = Utc.from_utc_datetime(&wall);
-        self.cron
+        build_cron(&self.pattern, self.dom_and_dow)
+            .ok()?
             .find_next_occurrence(&carrier, inclusive)
             .ok()
             .map(|t| t.naive_utc())
@@ -449,7 +459,8 @@ impl CronSchedule {
 
     fn prev_wall(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
         let carrier = Utc.from_utc_datetime(&wall);
-        self.cron
+        build_cron(&self.pattern, self.dom_and_dow)
+            .ok()?
             .find_previous_occurrence(&carrier, inclusive)
             .ok()
             .map(|t| t.naive_utc())
