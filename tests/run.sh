@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-need_pkg() { # command package
+need_pkg() { # command package: install it as root, or name it and stop
   if ! command -v "$1" >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "==> installing $2 (provides $1)"
@@ -20,9 +20,21 @@ need_pkg() { # command package
   fi
 }
 
-need_pkg protoc protobuf-compiler
+# protoc: the proto crate falls back to a vendored one, so only install it when we can.
+if ! command -v protoc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  need_pkg protoc protobuf-compiler
+fi
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 echo "==> cargo test --workspace"
-cargo test --workspace --all-targets
+cargo test --workspace --all-targets 2>&1 | tee "$log"
 echo "==> doc tests"
-cargo test --workspace --doc
+cargo test --workspace --doc 2>&1 | tee -a "$log"
+
+# One closing line over every test binary: cargo prints a result line per binary, and the
+# last of those is often a binary without tests.
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+echo
+echo "summary: $passed passed, $failed failed"
