@@ -55,6 +55,17 @@ fn unknown_job(job: &str) -> Status {
     ))
 }
 
+impl ExecutorService {
+    /// A request's `job` field must name a registered job.
+    fn require_registered(&self, job: &str) -> Result<(), Status> {
+        require(job, "job")?;
+        match self.state.registry.current().get(job) {
+            Some(_) => Ok(()),
+            None => Err(unknown_job(job)),
+        }
+    }
+}
+
 type InstructionStream = Pin<Box<dyn Stream<Item = Result<pb::Instruction, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -148,10 +159,7 @@ impl Executor for ExecutorService {
         request: Request<pb::ReportRunRequest>,
     ) -> Result<Response<pb::ReportRunResponse>, Status> {
         let req = request.into_inner();
-        require(&req.job, "job")?;
-        if self.state.registry.current().get(&req.job).is_none() {
-            return Err(unknown_job(&req.job));
-        }
+        self.require_registered(&req.job)?;
         let kind = kind_from_wire(req.kind, req.attempt.max(1)).map_err(invalid)?;
         let event = match req.event {
             Some(pb::report_run_request::Event::Started(s)) => Event::Started {
@@ -197,10 +205,7 @@ impl Executor for ExecutorService {
         request: Request<pb::HandoffRequest>,
     ) -> Result<Response<pb::HandoffResponse>, Status> {
         let req = request.into_inner();
-        require(&req.job, "job")?;
-        if self.state.registry.current().get(&req.job).is_none() {
-            return Err(unknown_job(&req.job));
-        }
+        self.require_registered(&req.job)?;
         // This node has no shared durable store, so nobody can resume the sequence: record it
         // and tell the executor to abandon it (it writes the cancelled record and the WARNING).
         let message = "no shared durable state store is configured, so the retry sequence \

@@ -141,8 +141,7 @@ pub async fn run(
     let started = clock::now();
     let mut firings = JoinSet::new();
     let mut table: HashMap<String, Entry> = HashMap::new();
-    let mut content = loaded.content;
-    let mut candidate: Option<Vec<u8>> = None;
+    let mut file = source::FileWatch::new(loaded.content);
     apply(&mut table, loaded.jobs, started);
     for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
         firings.spawn(fire(
@@ -211,12 +210,14 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = reload_tick.tick() => {
-                let mut r = Reload { config: &config, content: &mut content, candidate: &mut candidate, table: &mut table, jobs_tx: &jobs_tx, id_tx: &id_tx };
-                r.poll(false);
+                if let Some(loaded) = file.poll(&config.source, false) {
+                    apply_reload(loaded, &mut table, &jobs_tx, &id_tx);
+                }
             }
             Some(()) = reload.recv() => {
-                let mut r = Reload { config: &config, content: &mut content, candidate: &mut candidate, table: &mut table, jobs_tx: &jobs_tx, id_tx: &id_tx };
-                r.poll(true);
+                if let Some(loaded) = file.poll(&config.source, true) {
+                    apply_reload(loaded, &mut table, &jobs_tx, &id_tx);
+                }
             }
             _ = &mut shutdown => break,
         }
@@ -290,64 +291,33 @@ fn apply(table: &mut HashMap<String, Entry>, jobs: Vec<LoadedJob>, now: DateTime
     *table = next;
 }
 
-/// The reload state the scheduler loop lends to one poll of the job file.
-struct Reload<'a> {
-    config: &'a ShimConfig,
-    content: &'a mut Vec<u8>,
-    candidate: &'a mut Option<Vec<u8>>,
-    table: &'a mut HashMap<String, Entry>,
-    jobs_tx: &'a watch::Sender<Arc<Vec<LoadedJob>>>,
-    id_tx: &'a watch::Sender<cronstable_core::fingerprint::JobSetId>,
-}
-
-impl Reload<'_> {
-    /// Applies the file if it changed. A changed file is applied once two polls in a row read
-    /// the same bytes, so a file caught mid-write is never loaded half-written; SIGHUP
-    /// (`forced`) applies it at once.
-    fn poll(&mut self, forced: bool) {
-        let bytes = match std::fs::read(self.config.source.path()) {
-            Ok(b) => b,
-            Err(e) => {
-                // Keep running the jobs we have: a file being replaced may be briefly missing.
-                if forced || self.candidate.as_deref() != Some(&[]) {
-                    tracing::error!(
-                        "cannot read {}: {e}; keeping the current jobs",
-                        self.config.source.path().display()
-                    );
-                }
-                *self.candidate = Some(Vec::new());
-                return;
-            }
-        };
-        if bytes == *self.content {
-            *self.candidate = None;
-            return;
-        }
-        if !forced && self.candidate.as_deref() != Some(&bytes[..]) {
-            *self.candidate = Some(bytes);
-            return;
-        }
-        *self.candidate = None;
-        let loaded = source::parse(&self.config.source, bytes);
-        report_errors(&loaded.errors);
-        let added: Vec<&str> = loaded
-            .jobs
-            .iter()
-            .filter(|j| j.spec.is_reboot() && !self.table.contains_key(&j.spec.name))
-            .map(|j| j.spec.name.as_str())
-            .collect();
-        if !added.is_empty() {
-            tracing::info!(jobs = ?added, "@reboot jobs added by a reload run at the next shim start, as under cron");
-        }
-        *self.content = loaded.content;
-        let count = loaded.jobs.len();
+/// Puts a reloaded job file into effect: the schedule table, the job-set ID and the job list
+/// the session registers.
+fn apply_reload(
+    loaded: source::Loaded,
+    table: &mut HashMap<String, Entry>,
+    jobs_tx: &watch::Sender<Arc<Vec<LoadedJob>>>,
+    id_tx: &watch::Sender<cronstable_core::fingerprint::JobSetId>,
+) {
+    report_errors(&loaded.errors);
+    let added: Vec<&str> = loaded
+        .jobs
+        .iter()
+        .filter(|j| j.spec.is_reboot() && !table.contains_key(&j.spec.name))
+        .map(|j| j.spec.name.as_str())
+        .collect();
+    if !added.is_empty() {
         tracing::info!(
-            jobs = count,
-            errors = loaded.errors.len(),
-            "job file reloaded"
+            jobs = ?added,
+            "@reboot jobs added by a reload run at the next shim start, as under cron"
         );
-        apply(self.table, loaded.jobs.clone(), clock::now());
-        self.id_tx.send_replace(id_of(&loaded.jobs));
-        self.jobs_tx.send_replace(Arc::new(loaded.jobs));
     }
+    tracing::info!(
+        jobs = loaded.jobs.len(),
+        errors = loaded.errors.len(),
+        "job file reloaded"
+    );
+    apply(table, loaded.jobs.clone(), clock::now());
+    id_tx.send_replace(id_of(&loaded.jobs));
+    jobs_tx.send_replace(Arc::new(loaded.jobs));
 }

@@ -106,3 +106,51 @@ pub fn parse(source: &JobSource, content: Vec<u8>) -> Loaded {
         content,
     }
 }
+
+/// Notices changes of the job file. A change is reported once two polls in a row read the same
+/// bytes, so a file caught mid-write is never loaded half-written; a forced poll (SIGHUP)
+/// reports it at once. Only the bytes are compared; the file is parsed only when it changed.
+#[derive(Debug)]
+pub struct FileWatch {
+    content: Vec<u8>,
+    /// Bytes seen once but not yet confirmed; empty after a failed read.
+    candidate: Option<Vec<u8>>,
+}
+
+impl FileWatch {
+    /// Watches a file whose current bytes are `content`.
+    pub fn new(content: Vec<u8>) -> Self {
+        Self {
+            content,
+            candidate: None,
+        }
+    }
+
+    /// Reads `source` and returns its parsed jobs if it changed and settled.
+    pub fn poll(&mut self, source: &JobSource, forced: bool) -> Option<Loaded> {
+        let bytes = match std::fs::read(source.path()) {
+            Ok(b) => b,
+            Err(e) => {
+                // Keep running the jobs we have: a file being replaced may be briefly missing.
+                // Said once per outage (or on every SIGHUP), not on every poll.
+                if forced || self.candidate.as_deref() != Some(&[]) {
+                    let path = source.path().display();
+                    tracing::error!("cannot read {path}: {e}; keeping the current jobs");
+                }
+                self.candidate = Some(Vec::new());
+                return None;
+            }
+        };
+        if bytes == self.content {
+            self.candidate = None;
+            return None;
+        }
+        if !forced && self.candidate.as_deref() != Some(&bytes[..]) {
+            self.candidate = Some(bytes);
+            return None;
+        }
+        self.candidate = None;
+        self.content.clone_from(&bytes);
+        Some(parse(source, bytes))
+    }
+}
