@@ -8,21 +8,33 @@
 //! The backends that fill in [`Election::Managed`] (gossip, etcd, Kubernetes, filesystem) plug in
 //! behind [`ClusterBackend`]. The election-off backend here is the one used when the config has
 //! no cluster section.
+//!
+//! A view can go stale without its writer noticing (a wedged store call, a backend task starved
+//! of CPU). So leadership and quorum in a [`ManagedView`] carry optional local deadlines
+//! ([`ManagedView::lead_until`], [`ManagedView::quorate_until`]) that [`ClusterView::gate_for`]
+//! checks against the caller's `now`: a lease holder demotes itself on time with no I/O at all.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use cronstable_core::rendezvous;
 use cronstable_core::{ClusterPolicy, Gate, ManagerView};
 use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::jobs::JobSet;
+use crate::status::ClusterStatus;
 
 /// What this node's cluster manager knows right now.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClusterView {
     /// This node's name (`cluster.nodeName`, else the host name).
     pub node_name: String,
     /// The election state.
     pub election: Election,
+    /// What `GET /cluster` shows: the backend's own status block.
+    pub status: Arc<ClusterStatus>,
 }
 
 /// The election state of a node.
@@ -58,8 +70,48 @@ pub struct ManagedView {
     pub agreeing: Vec<String>,
     /// Reachable agreeing members, including this node: the ring for PreferLeader jobs.
     pub reachable_agreeing: Vec<String>,
+    /// Spread only: peers a quorate neighbour vouches for but this node cannot confirm itself
+    /// (DST-04). They join every Leader job's rendezvous, so this node defers to any that
+    /// outranks it.
+    pub vouched: Vec<String>,
     /// The fencing token a RUN carries on backends that have one.
     pub fence: Option<String>,
+    /// Lease backends only: the PreferLeader rule becomes "run unless a fresh read of the store
+    /// shows another node holding the lease" (inventory §3, lease translation).
+    pub lease: Option<LeaseGate>,
+    /// This node stops counting as leader at this instant unless the backend renews the view
+    /// first (lease: renew time + duration − 1 s). `None`: no local deadline.
+    pub lead_until: Option<Instant>,
+    /// The view stops counting as quorate at this instant (lease: last store contact + one
+    /// duration). `None`: no local deadline.
+    pub quorate_until: Option<Instant>,
+}
+
+/// The lease-backend part of a [`ManagedView`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LeaseGate {
+    /// The lease holder's identity (token stripped) from the last successful store read.
+    pub holder: Option<String>,
+}
+
+impl ManagedView {
+    /// Whether the view is quorate at `now`, after its local deadline.
+    pub fn quorate_at(&self, now: Instant) -> bool {
+        self.quorate && self.quorate_until.is_none_or(|t| now < t)
+    }
+
+    /// The leader at `now`: `None` once the view is not quorate or this node's lead deadline
+    /// passed (the deadline is this node's own, so it only ever demotes this node).
+    pub fn leader_at(&self, me: &str, now: Instant) -> Option<&str> {
+        if !self.quorate_at(now) {
+            return None;
+        }
+        let leader = self.leader.as_deref()?;
+        if leader == me && self.lead_until.is_some_and(|t| now >= t) {
+            return None;
+        }
+        Some(leader)
+    }
 }
 
 impl ClusterView {
@@ -68,22 +120,28 @@ impl ClusterView {
         Self {
             node_name: node_name.into(),
             election: Election::Off,
+            status: Arc::new(ClusterStatus::Disabled),
         }
     }
 
-    /// The decision gate for one job, resolved from this view.
-    pub fn gate_for(&self, job: &str) -> Gate {
+    /// The decision gate for one job at `now`, resolved from this view.
+    pub fn gate_for(&self, job: &str, now: Instant) -> Gate {
         match &self.election {
             Election::Off => Gate::ElectionOff,
             Election::NoManager { .. } => Gate::NoManager,
             Election::Managed(view) => {
                 let me = self.node_name.as_str();
+                let quorate = view.quorate_at(now);
                 let leader_owner = if view.spread {
-                    view.quorate && self.owner_in(job, &view.agreeing) == Some(me)
+                    quorate && self.spread_leader_owner(job, view) == Some(me)
                 } else {
-                    view.quorate && view.leader.as_deref() == Some(me)
+                    view.leader_at(me, now) == Some(me)
                 };
-                let availability_owner = if view.spread {
+                let availability_owner = if let Some(lease) = &view.lease {
+                    // Defer only to a holder this node can see right now; without a fresh
+                    // read (or with no holder) PreferLeader runs here.
+                    !quorate || lease.holder.as_deref().is_none_or(|h| h == me)
+                } else if view.spread {
                     self.owner_in(job, &view.reachable_agreeing) == Some(me)
                 } else {
                     // The lowest reachable agreeing node; an isolated node is its own owner.
@@ -96,7 +154,7 @@ impl ClusterView {
                 };
                 Gate::Manager(ManagerView {
                     conflict: view.conflict,
-                    quorate: view.quorate,
+                    quorate,
                     converging: view.converging,
                     spread: view.spread,
                     leader_owner,
@@ -106,27 +164,36 @@ impl ClusterView {
         }
     }
 
-    /// The node that owns a firing of `job` with `policy`, when this view can name one.
-    pub fn owner_of(&self, job: &str, policy: ClusterPolicy) -> Option<String> {
+    /// The node that owns a firing of `job` with `policy` at `now`, when this view can name one.
+    pub fn owner_of(&self, job: &str, policy: ClusterPolicy, now: Instant) -> Option<String> {
         match &self.election {
             Election::Off | Election::NoManager { .. } => Some(self.node_name.clone()),
             Election::Managed(_) if policy == ClusterPolicy::EveryNode => {
                 Some(self.node_name.clone())
             }
+            Election::Managed(view) if view.lease.is_some() => {
+                let holder = view.leader_at(&self.node_name, now).map(str::to_owned);
+                match policy {
+                    ClusterPolicy::PreferLeader if holder.is_none() => {
+                        Some(self.node_name.clone())
+                    }
+                    _ => holder,
+                }
+            }
             Election::Managed(view) => {
-                let ring = match policy {
-                    ClusterPolicy::PreferLeader => &view.reachable_agreeing,
-                    _ => &view.agreeing,
-                };
-                if view.spread {
-                    self.owner_in(job, ring).map(str::to_owned)
+                if view.spread && policy == ClusterPolicy::PreferLeader {
+                    self.owner_in(job, &view.reachable_agreeing)
+                        .map(str::to_owned)
+                } else if view.spread {
+                    self.spread_leader_owner(job, view).map(str::to_owned)
                 } else if policy == ClusterPolicy::PreferLeader {
-                    ring.iter()
+                    view.reachable_agreeing
+                        .iter()
                         .min()
                         .cloned()
                         .or_else(|| Some(self.node_name.clone()))
                 } else {
-                    view.leader.clone()
+                    view.leader_at(&self.node_name, now).map(str::to_owned)
                 }
             }
         }
@@ -140,6 +207,21 @@ impl ClusterView {
         }
     }
 
+    /// The spread owner of a Leader job: the rendezvous winner over the agreeing members plus
+    /// the vouched-for peers this node cannot confirm itself (DST-04).
+    fn spread_leader_owner<'a>(&'a self, job: &str, view: &'a ManagedView) -> Option<&'a str> {
+        if view.agreeing.is_empty() && view.vouched.is_empty() {
+            return Some(self.node_name.as_str());
+        }
+        rendezvous::owner(
+            job,
+            view.agreeing
+                .iter()
+                .chain(view.vouched.iter())
+                .map(String::as_str),
+        )
+    }
+
     fn owner_in<'a>(&'a self, job: &str, ring: &'a [String]) -> Option<&'a str> {
         if ring.is_empty() {
             return Some(self.node_name.as_str());
@@ -151,20 +233,29 @@ impl ClusterView {
 /// A future that resolves when the coordinator is shutting down.
 pub type ShutdownSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// What a backend is handed when it starts.
+pub struct BackendContext {
+    /// The node's view: the backend is its only writer.
+    pub view: watch::Sender<ClusterView>,
+    /// The registered job set (its ID is what gossip attests).
+    pub job_set: watch::Receiver<Arc<JobSet>>,
+    /// Resolves when the coordinator shuts down.
+    pub shutdown: ShutdownSignal,
+}
+
 /// A cluster backend: the single writer of the node's [`ClusterView`].
 ///
 /// `run` owns the `watch::Sender` for the whole life of the coordinator and returns when
-/// `shutdown` resolves (after releasing whatever it holds, such as a lease).
+/// `shutdown` resolves (after releasing whatever it holds, such as a lease). A backend that
+/// cannot start (a bad certificate, a port in use, an unreachable store) does not return an
+/// error: it publishes [`Election::NoManager`] or a non-quorate view, logs why, and keeps trying
+/// where trying makes sense, because the coordinator must keep answering ShouldRun.
 pub trait ClusterBackend: Send + 'static {
     /// The backend's name as it appears on `GET /cluster` (`gossip`, `etcd`, …).
     fn name(&self) -> &'static str;
 
     /// Drives the backend until shutdown.
-    fn run(
-        self: Box<Self>,
-        view: watch::Sender<ClusterView>,
-        shutdown: ShutdownSignal,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+    fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
 /// The backend of a node without election: it publishes [`Election::Off`] once and idles.
@@ -187,14 +278,11 @@ impl ClusterBackend for ElectionOffBackend {
         "none"
     }
 
-    fn run(
-        self: Box<Self>,
-        view: watch::Sender<ClusterView>,
-        shutdown: ShutdownSignal,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(async move {
-            view.send_replace(ClusterView::election_off(self.node_name));
-            shutdown.await;
+            ctx.view
+                .send_replace(ClusterView::election_off(self.node_name));
+            ctx.shutdown.await;
         })
     }
 }
@@ -207,6 +295,7 @@ mod tests {
         ClusterView {
             node_name: me.into(),
             election: Election::Managed(view),
+            status: Arc::default(),
         }
     }
 
@@ -217,7 +306,7 @@ mod tests {
     #[test]
     fn election_off_and_no_manager_map_to_their_gates() {
         assert_eq!(
-            ClusterView::election_off("a").gate_for("j"),
+            ClusterView::election_off("a").gate_for("j", Instant::now()),
             Gate::ElectionOff
         );
         let v = ClusterView {
@@ -225,8 +314,9 @@ mod tests {
             election: Election::NoManager {
                 reason: "bind failed".into(),
             },
+            status: Arc::default(),
         };
-        assert_eq!(v.gate_for("j"), Gate::NoManager);
+        assert_eq!(v.gate_for("j", Instant::now()), Gate::NoManager);
     }
 
     #[test]
@@ -238,11 +328,11 @@ mod tests {
             reachable_agreeing: names(&["a", "b", "c"]),
             ..Default::default()
         };
-        let Gate::Manager(a) = managed("a", view.clone()).gate_for("j") else {
+        let Gate::Manager(a) = managed("a", view.clone()).gate_for("j", Instant::now()) else {
             panic!("expected a manager gate")
         };
         assert!(a.leader_owner && a.availability_owner);
-        let Gate::Manager(b) = managed("b", view).gate_for("j") else {
+        let Gate::Manager(b) = managed("b", view).gate_for("j", Instant::now()) else {
             panic!("expected a manager gate")
         };
         assert!(!b.leader_owner && !b.availability_owner);
@@ -255,7 +345,7 @@ mod tests {
             reachable_agreeing: names(&["c"]),
             ..Default::default()
         };
-        let Gate::Manager(c) = managed("c", view).gate_for("j") else {
+        let Gate::Manager(c) = managed("c", view).gate_for("j", Instant::now()) else {
             panic!("expected a manager gate")
         };
         assert!(c.availability_owner);
@@ -274,7 +364,7 @@ mod tests {
         };
         let winner = rendezvous::owner("job-x", ring.iter().map(String::as_str)).unwrap();
         for me in ["a", "b", "c"] {
-            let Gate::Manager(g) = managed(me, view.clone()).gate_for("job-x") else {
+            let Gate::Manager(g) = managed(me, view.clone()).gate_for("job-x", Instant::now()) else {
                 panic!("expected a manager gate")
             };
             assert_eq!(g.leader_owner, me == winner, "node {me}");

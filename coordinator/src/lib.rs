@@ -9,6 +9,8 @@
 //!
 //! - [`config`]: the YAML config, typed and validated (`validate-config`).
 //! - [`cluster`]: the [`cluster::ClusterView`] every decision reads, and the backend seam.
+//! - [`status`]: the `GET /cluster` status blocks the backends publish with the view.
+//! - [`lease`]: the fenced lease backends (etcd, Kubernetes, filesystem) behind one driver.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
 //! - [`ledger`]: per-job records of decisions and runs.
 //! - [`state`]: the handles the request handlers share.
@@ -23,9 +25,11 @@ pub mod config;
 pub mod demo;
 pub mod grpc;
 pub mod jobs;
+pub mod lease;
 pub mod ledger;
 pub mod listeners;
 pub mod state;
+pub mod status;
 pub mod web;
 
 use std::future::Future;
@@ -35,7 +39,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
-use crate::cluster::{ClusterBackend, ClusterView, ElectionOffBackend};
+use crate::cluster::{BackendContext, ClusterBackend, ClusterView, ElectionOffBackend};
 use crate::config::Config;
 use crate::listeners::{ApiListener, Listeners};
 use crate::state::CoordinatorState;
@@ -101,7 +105,11 @@ pub async fn run(
         web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
         "coordinator listening"
     );
-    let backend_task = tokio::spawn(backend.run(view_tx, Box::pin(stopped())));
+    let backend_task = tokio::spawn(backend.run(BackendContext {
+        view: view_tx,
+        job_set: state.registry.subscribe(),
+        shutdown: Box::pin(stopped()),
+    }));
 
     // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
     let grpc = Server::builder()

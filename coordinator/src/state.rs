@@ -112,12 +112,13 @@ impl CoordinatorState {
         // backend's next write waits only for these few field reads.
         let (decision, owner, fence, node) = {
             let view = self.view.borrow();
-            let decision = decide(policy, kind, view.gate_for(job));
+            let now = tokio::time::Instant::now();
+            let decision = decide(policy, kind, view.gate_for(job, now));
             let run = decision.verdict == cronstable_core::Verdict::Run;
             let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
             (
                 decision,
-                view.owner_of(job, policy),
+                view.owner_of(job, policy, now),
                 fence,
                 view.node_name.clone(),
             )

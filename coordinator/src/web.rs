@@ -19,10 +19,20 @@ pub fn router(state: CoordinatorState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/job-set-id", get(job_set_id))
+        .route("/cluster", get(cluster))
         .route("/jobs/{name}/start", post(start_job))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// `GET /cluster`: the backend's status block (inventory §8.1).
+async fn cluster(State(state): State<CoordinatorState>) -> Json<serde_json::Value> {
+    let (status, node) = {
+        let view = state.view.borrow();
+        (view.status.clone(), view.node_name.clone())
+    };
+    Json(status.to_json(&node))
 }
 
 /// An HTTP error: a status and a readable message, rendered as JSON.

@@ -1,0 +1,88 @@
+//! The fenced lease backends (etcd, Kubernetes Lease, shared filesystem) behind one seam.
+//!
+//! A [`LeaseStore`] knows how to talk to one kind of store: one [`LeaseStore::campaign`] call is
+//! one election round (read the lease; take it when it is free or expired; renew it when this
+//! node holds it), and [`LeaseStore::release`] gives it up. Everything that is the same for every
+//! store lives in the generic driver ([`driver`]), which turns rounds into the
+//! [`crate::cluster::ClusterView`]:
+//!
+//! - `quorate` means a round succeeded within one lease duration (a fresh read of the store);
+//! - a holder stops leading at its local deadline, renew-round start + duration − 1 s, checked by
+//!   the decision path itself, so a wedged store call cannot extend leadership;
+//! - a store outage makes Leader jobs fail closed and PreferLeader jobs run;
+//! - a RUN carries the store's fencing token.
+//!
+//! Stores never read the wall clock themselves except where the algorithm is defined on it (the
+//! Kubernetes `renewTime`, the filesystem expiry); they take it from [`crate::clock`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+/// How one lease backend is timed. The driver runs a round every `round_every`, gives each round
+/// at most `round_timeout`, and treats a won lease as valid for `duration` from the start of the
+/// round that won or renewed it (minus the 1 s margin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTiming {
+    /// Cadence of campaign rounds (etcd ttl/3, Kubernetes retryPeriodSeconds, filesystem
+    /// max(1 s, ttl/3)).
+    pub round_every: Duration,
+    /// The upper bound on one campaign round (a round that takes longer counts as failed).
+    pub round_timeout: Duration,
+    /// The lease duration (etcd and filesystem ttl, Kubernetes leaseDurationSeconds).
+    pub duration: Duration,
+}
+
+/// The margin a holder keeps below its lease's expiry: it stops leading 1 s early, and a
+/// challenger waits until the expiry is 1 s in the past on its own clock.
+pub const SAFETY_MARGIN: Duration = Duration::from_secs(1);
+
+/// What one successful campaign round saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseObservation {
+    /// This node holds the lease after the round (won or renewed).
+    pub held_by_me: bool,
+    /// The holder's identity with any token stripped; `None` when the lease is free.
+    pub holder: Option<String>,
+    /// The fencing token a RUN carries while this node holds the lease (etcd `lease:<id>@<rev>`,
+    /// filesystem `fence:<n>`, Kubernetes `<token>@<resourceVersion>`); `None` when not held.
+    pub fence: Option<String>,
+    /// When the lease expires, if known (Unix ms).
+    pub expiry_ms: Option<i64>,
+    /// The backend's `lease` block for `GET /cluster`, with the backend's own keys.
+    pub block: Map<String, Value>,
+}
+
+/// Why a round or a release failed. The message is shown on `/cluster` and logged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// The store could not be reached, or answered with an error.
+    #[error("{0}")]
+    Store(String),
+    /// The store answered, but this node must not lead this round (a lost compare-and-swap, a
+    /// granted TTL under the floor): not an outage, so the view stays quorate.
+    #[error("standing down this round: {0}")]
+    StandDown(String),
+}
+
+/// One kind of lease store.
+///
+/// Implementations keep whatever they need between rounds (a lease id, a resourceVersion, an
+/// open file). `campaign` and `release` must not hang: the driver bounds them with
+/// [`LeaseTiming::round_timeout`], but a store should also set its own request timeouts so a
+/// cancelled round leaves no request in flight.
+pub trait LeaseStore: Send + 'static {
+    /// `kubernetes`, `etcd` or `filesystem`.
+    fn backend_name(&self) -> &'static str;
+
+    /// The timing this store was configured with.
+    fn timing(&self) -> LeaseTiming;
+
+    /// One election round: read the lease; acquire it when free or expired, renew it when held
+    /// by this node; report what was seen.
+    fn campaign(&mut self) -> impl Future<Output = Result<LeaseObservation, LeaseError>> + Send;
+
+    /// Gives up the lease if this node holds it, so another node can take over at once.
+    fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+}
