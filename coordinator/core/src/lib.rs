@@ -14,6 +14,7 @@
 //! - [`rendezvous`]: highest-random-weight ownership of a job among members.
 //! - [`fingerprint`]: the job-set ID (`v1:` + SHA-256) and the cluster-wide firing ID.
 //! - [`drift`]: the per-peer drift streak behind `driftAfter`.
+//! - [`gossip`]: the gossip round: agreement, quorum, candidates, leader, conflicts, hold.
 //! - [`schedule`]: crontab schedule semantics on top of croner, with time zones and DST.
 //! - [`crontab`]: the crontab file parser (cronie/Vixie compatible, with annotations).
 //! - [`jobfile`]: the YAML job file parser.
@@ -26,6 +27,7 @@ pub mod drift;
 pub mod duration;
 pub mod election;
 pub mod fingerprint;
+pub mod gossip;
 pub mod job;
 pub mod jobfile;
 pub mod quorum;

@@ -1,0 +1,81 @@
+//! What one node tells a polling peer about itself: the election-relevant part of `/peer`
+//! (inventory §2.2), as plain data.
+//!
+//! The coordinator's gossip transport parses and bounds the JSON body and hands the result here
+//! as a [`PeerReport`]; a body that fails parsing or any bound never becomes a report at all (the
+//! poll degrades to "no data for that node"). Display-only parts of `/peer` (the per-job run
+//! summary, node stats) stay in the transport: no decision reads them (GSP-111).
+
+use serde::{Deserialize, Serialize};
+
+use crate::drift::PeerStatus;
+
+/// The longest name, instance id or job-set ID a report may carry, in bytes (GSP-08).
+pub const MAX_FIELD_BYTES: usize = 256;
+
+/// The most names a node advertises in `quorate_vouched` (GSP-60). The highest-sorting names
+/// are dropped first, so every node drops the same ones.
+pub const MAX_CANDIDATES: usize = 512;
+
+/// How a node places leader-gated jobs (`cluster.distribution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// One quorum-gated leader runs every Leader job.
+    #[default]
+    SingleLeader,
+    /// Each Leader job has its own quorum-gated owner (rendezvous hashing).
+    Spread,
+}
+
+impl Distribution {
+    /// The spelling on the wire and in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SingleLeader => "single-leader",
+            Self::Spread => "spread",
+        }
+    }
+}
+
+/// One entry of a reporter's `members` view: what the reporter currently knows about one of
+/// *its* configured peers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemberReport {
+    /// The member's name as it reported it to the reporter.
+    pub name: String,
+    /// The member's `instance_id` as it reported it to the reporter.
+    pub instance_id: String,
+    /// The reporter's status for that member.
+    pub status: PeerStatus,
+}
+
+/// The election-relevant content of one `/peer` response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerReport {
+    /// The reporter's `nodeName`.
+    pub node_name: String,
+    /// The reporter's job-set ID (`v1:…`).
+    pub job_set_id: String,
+    /// A random id the reporter's process minted at start.
+    pub instance_id: String,
+    /// The reporter's effective N.
+    pub cluster_size: usize,
+    /// The reporter's `cluster.distribution`.
+    pub distribution: Distribution,
+    /// The reporter's `cluster.electLeader`.
+    pub elect_leader: bool,
+    /// The reporter sees a quorum of mutually agreeing members.
+    pub quorate: bool,
+    /// The reporter's view of each of its configured peers it has heard from.
+    pub members: Vec<MemberReport>,
+    /// Members the reporter and that member mutually see as agreeing.
+    pub mutual_agreeing: Vec<String>,
+    /// Nodes the reporter can confirm are quorate, itself included when it is (capped at
+    /// [`MAX_CANDIDATES`]).
+    pub quorate_vouched: Vec<String>,
+    /// The full candidate count when `quorate_vouched` was truncated, else 0.
+    pub candidates_truncated: usize,
+    /// `@reboot` jobs the reporter has run for its current job set.
+    pub ran_reboot_jobs: Vec<String>,
+}
