@@ -1,7 +1,86 @@
 //! The gossip backend's pure logic: what a node derives, each poll round, from the reports of
 //! its peers (statuses, agreement, quorum, the confirmed-quorate candidates, the leader, spread
 //! rings, conflicts, the convergence hold), and what it advertises in return.
+//!
+//! The coordinator's gossip manager polls every configured peer once per interval, turns each
+//! result into a [`PollOutcome`], and calls [`GossipState::round`] with the outcomes in
+//! configured order and a monotonic `now_ms`. The returned [`RoundView`] drives the gates, and
+//! [`RoundView::report`] is what the node then serves on `/peer`. Before its first round a node
+//! serves [`fresh_report`].
+//!
+//! # The rules (this is the spec; `tests/gossip_*.rs` check it)
+//!
+//! 1. **Per-peer status**, from this round's outcome only. A `Report` carrying my name *and* my
+//!    `instance_id` is `self` (GSP-32): excluded from N and agreement, streak reset. My name
+//!    with another `instance_id` is `conflict` (GSP-71); the streak is left alone, since such a
+//!    report says nothing about the configured peer's job set. My job-set ID is `agreed`
+//!    (streak reset). Any other job set is `syncing`, or `drifted` once the [`DriftStreak`]
+//!    reaches `driftAfter` (GSP-20..23). `Unreachable`/`Untrusted` keep the streak as it was.
+//!    `NotPolled` gives no status and the peer counts nowhere this round. A report with a name,
+//!    instance id or job-set ID over [`MAX_FIELD_BYTES`] is treated as a malformed body
+//!    (`unreachable`), which the transport should have caught already.
+//! 2. **N** = configured size − peers currently `self` (never below 1); quorum = ⌊N/2⌋ + 1.
+//!    `SelfListingRecognised` is emitted once per peer index (GSP-33), and
+//!    `DegenerateTwoOfTwo` once per state when `electLeader` is on and self-listings leave N = 2
+//!    (GSP-34).
+//! 3. **Agreement.** `agreeing` = me ∪ names of `agreed` peers (each name once). An agreed peer
+//!    P is **mutual** when P's `members` lists my name with my *current* `instance_id` as
+//!    `agreed`; that is also P re-attesting this incarnation (GSP-105). **Quorate** =
+//!    |{me} ∪ mutual| ≥ quorum.
+//!
+//!    Why mutual and not one-directional: take two quorate nodes A and B. Their mutual sets
+//!    (each with its owner) are majorities of the same N, so they share a member W. W being
+//!    mutual with A means A polled W *and* W polled A, so W holds A's report directly and, A
+//!    being quorate, lists A in its `quorate_vouched`; likewise for B. A polls W, so A learns
+//!    of B; B polls W, so B learns of A. With one-directional agreement the shared member
+//!    might have been polled by both without polling either, and could vouch for neither.
+//!    (If W is A or B itself, the same reasoning applies with the direct report.)
+//! 4. **Candidates** (GSP-42, GSP-50, GSP-53): me if quorate; every agreed peer whose report
+//!    says `quorate: true`; and, one hop, every name in the `quorate_vouched` of an agreed peer
+//!    (whatever that peer's own flag), my own name and over-long names excepted. Names known
+//!    only the last way are `vouched_unconfirmed`. **Decision:** one agreed witness suffices
+//!    to confirm a candidate. This is stronger than the seed's thin-bridge residual (a bridge
+//!    thinner than quorum − 1 no longer leaves a double-run window once views converge), at
+//!    the price of the GSP-52 stale-vouching skip. The single leader (single-leader
+//!    distribution, `electLeader`, quorate) is the byte-wise lowest candidate; not quorate, no
+//!    leader. By the argument in rule 3, two quorate nodes in a converged view each see the
+//!    other as a candidate, so at most one of them is the lowest.
+//! 5. **Spread**: the coordinator places each Leader job by rendezvous over
+//!    `agreeing ∪ vouched_unconfirmed`; rule 3's argument puts every other quorate node in that
+//!    ring, so two quorate nodes compare the same pair of weights. `reachable_agreeing` (equal
+//!    to `agreeing`) is the PreferLeader ring (GSP-43).
+//! 6. **Conflicts**, each failing Leader jobs closed upstream, each with an onset and a clear
+//!    event on the round it appears or goes:
+//!    - *names*: (a) a direct peer in `conflict` puts my name in the list; (b) two direct
+//!      reports this round with one name and different instance ids; (c) one hop: over the
+//!      `members` entries (status agreed/syncing/drifted) of my agreed/syncing/drifted peers, a
+//!      name with two or more instance ids, or my name with an id other than mine. Entries for
+//!      names I see directly this round are ignored (my own observation is fresher), and a
+//!      one-hop-only duplicate counts only once seen [`ONE_HOP_DUPLICATE_ROUNDS`] (3) rounds
+//!      in a row: a restarted node's new id reaches the witnesses up to about two rounds late,
+//!      so for a while one witness may still list the old id and another the new one.
+//!    - *size* (GSP-80..85): a peer with a report (any status but `self`, whatever its job
+//!      set) declaring a `cluster_size` other than my N. `sizes` lists every distinct size, mine
+//!      included.
+//!    - *policy* (GSP-90): such a peer with a different `(distribution, elect_leader)`.
+//!    - the umbrella [`Conflicts::any`] is any of the three (GSP-92).
+//! 7. **Convergence hold** (GSP-100..105): `converging` holds from [`GossipState::new`] until
+//!    every configured peer has had an outcome other than `NotPolled` *and* every currently
+//!    agreed peer is mutual, or until `now_ms ≥ started_at_ms + 2 × interval_ms`, whichever is
+//!    first. Once ended it stays ended for that state.
+//! 8. **Advert**: `members` has one entry per peer that sent a report this round (self-listings
+//!    excluded); `mutual_agreeing` the mutual peers; `quorate_vouched` the *directly* confirmed
+//!    candidates (me if quorate, agreed peers reporting quorate), never one-hop names, so
+//!    vouching travels one hop only. It is sorted and capped at [`MAX_CANDIDATES`], dropping
+//!    the highest names; `candidates_truncated` is then the full directly-confirmed count.
+//! 9. No input panics; names over [`MAX_FIELD_BYTES`] in member or vouched lists are ignored.
+//!
+//! [`DriftStreak`]: crate::drift::DriftStreak
 
 pub mod report;
+mod round;
+mod view;
 
-pub use report::{Distribution, MemberReport, PeerReport};
+pub use report::{Distribution, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport};
+pub use round::{GossipState, LocalNode, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome};
+pub use view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView, fresh_report};

@@ -1,0 +1,441 @@
+//! The gossip round itself: [`GossipState::round`] folds one round of poll outcomes into the
+//! per-peer state and derives a [`RoundView`]. The rules are in the parent module's docs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::drift::{DriftStreak, PeerStatus, RoundOutcome};
+use crate::quorum::{is_quorum, quorum_size};
+
+use super::report::{Distribution, MAX_FIELD_BYTES, MemberReport, PeerReport};
+use super::view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView};
+
+/// How many consecutive rounds a duplicate seen only one hop away must persist before it counts
+/// (rule 6c): a restarted peer's new `instance_id` reaches witnesses up to about two rounds late,
+/// so for two rounds a witness may still list the old id while another lists the new one.
+pub const ONE_HOP_DUPLICATE_ROUNDS: u32 = 3;
+
+/// This node's own identity and cluster settings, as the gossip round needs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNode {
+    /// `nodeName`.
+    pub name: String,
+    /// The random id this process minted at start.
+    pub instance_id: String,
+    /// This node's job-set ID.
+    pub job_set_id: String,
+    /// `len(peers) + 1` after load-time dedup (GSP-30).
+    pub configured_size: usize,
+    /// `cluster.electLeader`.
+    pub elect_leader: bool,
+    /// `cluster.distribution`.
+    pub distribution: Distribution,
+    /// `cluster.driftAfter`.
+    pub drift_after: u32,
+    /// The poll interval in milliseconds (bounds the convergence hold).
+    pub interval_ms: u64,
+}
+
+/// What polling one configured peer gave this round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollOutcome {
+    /// No outcome this round: the peer has no status and counts nowhere. Pass the latest
+    /// finished outcome instead for a peer whose poll is merely still in flight.
+    NotPolled,
+    /// Connection failure or timeout; also a malformed or oversize body (the reason in `error`).
+    Unreachable {
+        /// Why, for `peers[].last_error`.
+        error: String,
+    },
+    /// TLS or certificate verification failed.
+    Untrusted {
+        /// Why, for `peers[].last_error`.
+        error: String,
+    },
+    /// A parsed, bounded report.
+    Report(Arc<PeerReport>),
+}
+
+#[derive(Debug, Clone, Default)]
+struct PeerState {
+    streak: DriftStreak,
+    status: Option<PeerStatus>,
+    ever_polled: bool,
+    self_logged: bool,
+    last_name: Option<String>,
+    last_instance: Option<String>,
+    last_job_set: Option<String>,
+}
+
+/// The per-manager gossip state carried from round to round. Build a new one whenever the
+/// manager is (re)built: streaks restart at 0 and the convergence hold starts again.
+#[derive(Debug, Clone)]
+pub struct GossipState {
+    peers: Vec<PeerState>,
+    started_at_ms: u64,
+    converging: bool,
+    degenerate_logged: bool,
+    /// Consecutive rounds each one-hop-only duplicate name has been seen.
+    one_hop_streaks: BTreeMap<String, u32>,
+    prev_conflicts: Conflicts,
+    prev_truncated: usize,
+}
+
+fn fits(s: &str) -> bool {
+    s.len() <= MAX_FIELD_BYTES
+}
+
+fn live(status: PeerStatus) -> bool {
+    matches!(
+        status,
+        PeerStatus::Agreed | PeerStatus::Syncing | PeerStatus::Drifted
+    )
+}
+
+impl GossipState {
+    /// A fresh state for `peer_count` configured peers, built at `started_at_ms`.
+    pub fn new(peer_count: usize, started_at_ms: u64) -> Self {
+        Self {
+            peers: vec![PeerState::default(); peer_count],
+            started_at_ms,
+            converging: true,
+            degenerate_logged: false,
+            one_hop_streaks: BTreeMap::new(),
+            prev_conflicts: Conflicts::default(),
+            prev_truncated: 0,
+        }
+    }
+
+    /// One poll round: `polls[i]` is the outcome for configured peer `i` (same order every
+    /// round). Missing entries count as [`PollOutcome::NotPolled`]; extra ones are ignored.
+    pub fn round(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
+        let mut events = Vec::new();
+        let not_polled = PollOutcome::NotPolled;
+        // This round's report per peer, `None` unless the outcome was a usable report.
+        let mut reports: Vec<Option<&PeerReport>> = Vec::with_capacity(self.peers.len());
+        let mut errors: Vec<Option<String>> = Vec::with_capacity(self.peers.len());
+
+        for (i, peer) in self.peers.iter_mut().enumerate() {
+            let poll = polls.get(i).unwrap_or(&not_polled);
+            let (status, report, error) = classify(local, poll, &mut peer.streak);
+            if poll != &PollOutcome::NotPolled {
+                peer.ever_polled = true;
+            }
+            if let Some(r) = report {
+                peer.last_name = Some(r.node_name.clone());
+                peer.last_instance = Some(r.instance_id.clone());
+                peer.last_job_set = Some(r.job_set_id.clone());
+            }
+            if let Some(s) = status
+                && peer.status != Some(s)
+            {
+                events.push(RoundEvent::PeerBecame { peer: i, status: s });
+            }
+            if status == Some(PeerStatus::SelfListing) && !peer.self_logged {
+                peer.self_logged = true;
+                events.push(RoundEvent::SelfListingRecognised { peer: i });
+            }
+            peer.status = status;
+            reports.push(report);
+            errors.push(error);
+        }
+
+        let self_count = self
+            .peers
+            .iter()
+            .filter(|p| p.status == Some(PeerStatus::SelfListing))
+            .count();
+        // The node always counts itself, so N never drops below 1 whatever the input.
+        let effective_size = local.configured_size.saturating_sub(self_count).max(1);
+        let quorum = quorum_size(effective_size);
+        if local.elect_leader && self_count > 0 && effective_size == 2 && !self.degenerate_logged {
+            self.degenerate_logged = true;
+            events.push(RoundEvent::DegenerateTwoOfTwo);
+        }
+
+        // Rule 3: direct and mutual agreement.
+        let mut agreeing = BTreeSet::from([local.name.clone()]);
+        let mut mutual = BTreeSet::new();
+        let mut agreed_reports: Vec<&PeerReport> = Vec::new();
+        for (peer, report) in self.peers.iter().zip(&reports) {
+            if let (Some(PeerStatus::Agreed), Some(r)) = (peer.status, report) {
+                agreeing.insert(r.node_name.clone());
+                agreed_reports.push(r);
+                if attests_me(local, r) {
+                    mutual.insert(r.node_name.clone());
+                }
+            }
+        }
+        let quorate = is_quorum(1 + mutual.len(), effective_size);
+
+        // Rule 4: candidates. `direct` is what this node may vouch for (rule 8).
+        let mut direct = BTreeSet::new();
+        if quorate {
+            direct.insert(local.name.clone());
+        }
+        for r in &agreed_reports {
+            if r.quorate {
+                direct.insert(r.node_name.clone());
+            }
+        }
+        let mut candidates = direct.clone();
+        let mut vouched_unconfirmed = BTreeSet::new();
+        for r in &agreed_reports {
+            for name in &r.quorate_vouched {
+                if name == &local.name || !fits(name) || direct.contains(name) {
+                    continue;
+                }
+                candidates.insert(name.clone());
+                vouched_unconfirmed.insert(name.clone());
+            }
+        }
+        let leader =
+            if quorate && local.elect_leader && local.distribution == Distribution::SingleLeader {
+                candidates.first().cloned()
+            } else {
+                None
+            };
+
+        let conflicts = self.conflicts(local, &reports, effective_size);
+        for kind in [
+            ConflictKind::Names,
+            ConflictKind::Size,
+            ConflictKind::Policy,
+        ] {
+            match (self.prev_conflicts.has(kind), conflicts.has(kind)) {
+                (false, true) => events.push(RoundEvent::ConflictOnset {
+                    kind,
+                    detail: conflicts.detail(kind),
+                }),
+                (true, false) => events.push(RoundEvent::ConflictCleared { kind }),
+                _ => {}
+            }
+        }
+        self.prev_conflicts = conflicts.clone();
+
+        // Rule 7: the convergence hold, which once ended stays ended.
+        if self.converging {
+            let all_polled = self.peers.iter().all(|p| p.ever_polled);
+            let all_attest = agreed_reports.iter().all(|r| attests_me(local, r));
+            let deadline = self
+                .started_at_ms
+                .saturating_add(local.interval_ms.saturating_mul(2));
+            if (all_polled && all_attest) || now_ms >= deadline {
+                self.converging = false;
+            }
+        }
+
+        // Rule 8: the advert.
+        let members: Vec<MemberReport> = self
+            .peers
+            .iter()
+            .zip(&reports)
+            .filter_map(|(peer, report)| match (peer.status, report) {
+                (Some(status), Some(r)) if status != PeerStatus::SelfListing => {
+                    Some(MemberReport {
+                        name: r.node_name.clone(),
+                        instance_id: r.instance_id.clone(),
+                        status,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        let (quorate_vouched, candidates_truncated) = Advert::cap_vouched(&direct);
+        if candidates_truncated != 0 && candidates_truncated != self.prev_truncated {
+            events.push(RoundEvent::CandidatesTruncated {
+                count: candidates_truncated,
+            });
+        }
+        self.prev_truncated = candidates_truncated;
+        let advert = Advert {
+            members,
+            mutual_agreeing: mutual.iter().cloned().collect(),
+            quorate,
+            quorate_vouched,
+            candidates_truncated,
+            cluster_size: effective_size,
+            distribution: local.distribution,
+            elect_leader: local.elect_leader,
+        };
+
+        let peers = self
+            .peers
+            .iter()
+            .zip(errors)
+            .map(|(p, last_error)| PeerView {
+                status: p.status,
+                mismatch_streak: p.streak.streak(),
+                reported_name: p.last_name.clone(),
+                reported_instance_id: p.last_instance.clone(),
+                reported_job_set_id: p.last_job_set.clone(),
+                last_error,
+            })
+            .collect();
+
+        RoundView {
+            peers,
+            effective_size,
+            quorum,
+            reachable_agreeing: agreeing.clone(),
+            agreeing,
+            mutual_agreeing: mutual,
+            quorate,
+            candidates,
+            vouched_unconfirmed,
+            leader,
+            conflicts,
+            converging: self.converging,
+            advert,
+            events,
+        }
+    }
+
+    /// Rule 6: the three conflict gates, updating the one-hop debounce counters.
+    fn conflicts(
+        &mut self,
+        local: &LocalNode,
+        reports: &[Option<&PeerReport>],
+        effective_size: usize,
+    ) -> Conflicts {
+        let mut names = BTreeSet::new();
+        // Direct sightings this round: name -> instance ids (self-listings excluded).
+        let mut direct: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        let mut sizes = BTreeSet::new();
+        let mut policies = BTreeSet::new();
+        for (peer, report) in self.peers.iter().zip(reports) {
+            let (Some(status), Some(r)) = (peer.status, report) else {
+                continue;
+            };
+            if status == PeerStatus::SelfListing {
+                continue;
+            }
+            if status == PeerStatus::Conflict {
+                names.insert(local.name.clone()); // 6a
+            }
+            direct
+                .entry(r.node_name.as_str())
+                .or_default()
+                .insert(r.instance_id.as_str());
+            if r.cluster_size != effective_size {
+                sizes.insert(r.cluster_size);
+            }
+            if (r.distribution, r.elect_leader) != (local.distribution, local.elect_leader) {
+                policies.insert(format!(
+                    "{}: distribution={}, elect_leader={}",
+                    r.node_name,
+                    r.distribution.as_str(),
+                    r.elect_leader
+                ));
+            }
+        }
+        for (name, ids) in &direct {
+            if ids.len() > 1 {
+                names.insert((*name).to_string()); // 6b
+            }
+        }
+
+        // 6c: one hop, through the member lists of live peers.
+        let mut hop: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (peer, report) in self.peers.iter().zip(reports) {
+            let (Some(status), Some(r)) = (peer.status, report) else {
+                continue;
+            };
+            if !live(status) {
+                continue;
+            }
+            for m in &r.members {
+                if !live(m.status) || !fits(&m.name) || !fits(&m.instance_id) {
+                    continue;
+                }
+                if m.name != local.name && direct.contains_key(m.name.as_str()) {
+                    continue; // my direct observation is fresher
+                }
+                hop.entry(m.name.as_str())
+                    .or_default()
+                    .insert(m.instance_id.as_str());
+            }
+        }
+        let suspects: BTreeSet<String> = hop
+            .iter()
+            .filter(|(name, ids)| {
+                if **name == local.name {
+                    ids.iter().any(|id| *id != local.instance_id)
+                } else {
+                    ids.len() > 1
+                }
+            })
+            .map(|(name, _)| (*name).to_string())
+            .collect();
+        self.one_hop_streaks
+            .retain(|name, _| suspects.contains(name));
+        for name in suspects {
+            let n = self.one_hop_streaks.entry(name.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            if *n >= ONE_HOP_DUPLICATE_ROUNDS {
+                names.insert(name);
+            }
+        }
+
+        let sizes: Vec<usize> = if sizes.is_empty() {
+            Vec::new()
+        } else {
+            sizes.insert(effective_size);
+            sizes.into_iter().collect()
+        };
+        Conflicts {
+            names: names.into_iter().collect(),
+            sizes,
+            policies: policies.into_iter().collect(),
+        }
+    }
+}
+
+/// Rule 1: status, usable report and error for one peer's outcome, folding it into the streak.
+fn classify<'a>(
+    local: &LocalNode,
+    poll: &'a PollOutcome,
+    streak: &mut DriftStreak,
+) -> (Option<PeerStatus>, Option<&'a PeerReport>, Option<String>) {
+    match poll {
+        PollOutcome::NotPolled => (None, None, None),
+        PollOutcome::Unreachable { error } => {
+            streak.observe(RoundOutcome::Failed);
+            (Some(PeerStatus::Unreachable), None, Some(error.clone()))
+        }
+        PollOutcome::Untrusted { error } => {
+            streak.observe(RoundOutcome::Failed);
+            (Some(PeerStatus::Untrusted), None, Some(error.clone()))
+        }
+        PollOutcome::Report(r) => {
+            if !fits(&r.node_name) || !fits(&r.instance_id) || !fits(&r.job_set_id) {
+                // The transport should have rejected it; treat it as the malformed body it is.
+                streak.observe(RoundOutcome::Failed);
+                let error = format!("report field longer than {MAX_FIELD_BYTES} bytes");
+                return (Some(PeerStatus::Unreachable), None, Some(error));
+            }
+            let status = if r.node_name == local.name && r.instance_id == local.instance_id {
+                streak.observe(RoundOutcome::SelfListing);
+                PeerStatus::SelfListing
+            } else if r.node_name == local.name {
+                // A duplicate of me says nothing about a configured peer's job set.
+                streak.observe(RoundOutcome::Failed);
+                PeerStatus::Conflict
+            } else if r.job_set_id == local.job_set_id {
+                streak.observe(RoundOutcome::Agreed);
+                PeerStatus::Agreed
+            } else {
+                streak.observe(RoundOutcome::Mismatched);
+                streak.mismatch_status(local.drift_after)
+            };
+            (Some(status), Some(r.as_ref()), None)
+        }
+    }
+}
+
+/// True when `r` lists this incarnation (my name, my current instance id) as agreed (GSP-105).
+fn attests_me(local: &LocalNode, r: &PeerReport) -> bool {
+    r.members.iter().any(|m| {
+        m.name == local.name && m.instance_id == local.instance_id && m.status == PeerStatus::Agreed
+    })
+}
