@@ -35,7 +35,8 @@
 //!    of B; B polls W, so B learns of A. With one-directional agreement the shared member
 //!    might have been polled by both without polling either, and could vouch for neither.
 //!    (If W is A or B itself, the same reasoning applies with the direct report.)
-//! 4. **Candidates** (GSP-42, GSP-50, GSP-53): me if quorate; every agreed peer whose report
+//! 4. **Candidates** (GSP-42, GSP-50, GSP-53): me if quorate this round *and* the previous
+//!    round of this state (see below); every agreed peer whose report
 //!    says `quorate: true`; and, one hop, every name in the `quorate_vouched` of an agreed peer
 //!    (whatever that peer's own flag), my own name and over-long names excepted. Names known
 //!    only the last way are `vouched_unconfirmed`. **Decision:** one agreed witness suffices
@@ -45,6 +46,14 @@
 //!    distribution, `electLeader`, quorate) is the byte-wise lowest candidate; not quorate, no
 //!    leader. By the argument in rule 3, two quorate nodes in a converged view each see the
 //!    other as a candidate, so at most one of them is the lowest.
+//!
+//!    **Decision (the two-round self-candidacy):** a peer's `quorate` flag is one round old
+//!    when I read it, so I compare like with like and count myself only once I was quorate in
+//!    the previous round too, the flag my peers are reading now. Without this, a cluster booting
+//!    together goes quorate everywhere in the same round, before anyone has seen another's
+//!    flag, and every node elects itself for one interval. The cost is one extra round before a
+//!    node first leads; losing quorum still stands it down at once. The advert's
+//!    `quorate_vouched` (rule 8) still lists me as soon as I am quorate.
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`; rule 3's argument puts every other quorate node in that
 //!    ring, so two quorate nodes compare the same pair of weights. `reachable_agreeing` (equal

@@ -75,6 +75,8 @@ pub struct GossipState {
     started_at_ms: u64,
     converging: bool,
     degenerate_logged: bool,
+    /// Whether the previous round was quorate (see rule 4: when I count as my own candidate).
+    was_quorate: bool,
     /// Consecutive rounds each one-hop-only duplicate name has been seen.
     one_hop_streaks: BTreeMap<String, u32>,
     prev_conflicts: Conflicts,
@@ -100,6 +102,7 @@ impl GossipState {
             started_at_ms,
             converging: true,
             degenerate_logged: false,
+            was_quorate: false,
             one_hop_streaks: BTreeMap::new(),
             prev_conflicts: Conflicts::default(),
             prev_truncated: 0,
@@ -178,7 +181,13 @@ impl GossipState {
                 direct.insert(r.node_name.clone());
             }
         }
+        // Peers compare my quorate flag from the previous round with their own current one, so
+        // I count myself only once quorate in two rounds running (rule 4).
         let mut candidates = direct.clone();
+        if !(quorate && self.was_quorate) {
+            candidates.remove(&local.name);
+        }
+        self.was_quorate = quorate;
         let mut vouched_unconfirmed = BTreeSet::new();
         for r in &agreed_reports {
             for name in &r.quorate_vouched {

@@ -1,0 +1,270 @@
+//! A synchronous simulator of a whole gossip cluster, built from `GossipState::round` alone.
+//!
+//! Each of N nodes (3..7) has its own state; a reachability matrix says who can poll whom
+//! (possibly asymmetric); in each round every node polls every peer and gets that peer's report
+//! from the previous round, or `Unreachable` if the edge is cut. With the matrix held fixed the
+//! views settle, and then the seed's safety and liveness statements must hold (GSP-40..42,
+//! GSP-50..53, DST-01..04, GSP-100, GSP-120): at most one self-elected quorate leader, at most one
+//! quorate spread owner per job, exactly one leader when some quorum is fully connected, and a
+//! fully connected cluster ends its convergence hold within two rounds.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use cronstable_core::gossip::{
+    Distribution, GossipState, LocalNode, PeerReport, PollOutcome, RoundView, fresh_report,
+};
+use cronstable_core::rendezvous::owner;
+use proptest::prelude::*;
+
+/// Rounds after which a view with a fixed matrix is settled: mutual agreement needs 2 rounds,
+/// quorate flags 1 more, vouching 1 more, candidates 1 more; 6 leaves a margin.
+const SETTLE_ROUNDS: usize = 6;
+const INTERVAL_MS: u64 = 1_000;
+
+struct Sim {
+    locals: Vec<LocalNode>,
+    states: Vec<GossipState>,
+    served: Vec<Arc<PeerReport>>,
+    /// `reach[i][j]`: node i can poll node j.
+    reach: Vec<Vec<bool>>,
+    views: Vec<RoundView>,
+    now_ms: u64,
+}
+
+impl Sim {
+    fn new(n: usize, distribution: Distribution, reach: Vec<Vec<bool>>) -> Self {
+        let locals: Vec<LocalNode> = (0..n)
+            .map(|i| LocalNode {
+                name: format!("n{}", i + 1),
+                instance_id: format!("inst-{i}"),
+                job_set_id: "v1:same".into(),
+                configured_size: n,
+                elect_leader: true,
+                distribution,
+                drift_after: 3,
+                interval_ms: INTERVAL_MS,
+            })
+            .collect();
+        let served = locals.iter().map(|l| Arc::new(fresh_report(l))).collect();
+        Self {
+            states: (0..n).map(|_| GossipState::new(n - 1, 0)).collect(),
+            locals,
+            served,
+            reach,
+            views: Vec::new(),
+            // Rounds 10 ms apart, so the 2-interval hold timeout never masks convergence.
+            now_ms: 0,
+        }
+    }
+
+    fn peers_of(&self, i: usize) -> impl Iterator<Item = usize> + use<> {
+        let n = self.locals.len();
+        (0..n).filter(move |&j| j != i)
+    }
+
+    fn step(&mut self) {
+        self.now_ms += 10;
+        let mut views = Vec::new();
+        for i in 0..self.locals.len() {
+            let polls: Vec<PollOutcome> = self
+                .peers_of(i)
+                .map(|j| {
+                    if self.reach[i][j] {
+                        PollOutcome::Report(Arc::clone(&self.served[j]))
+                    } else {
+                        PollOutcome::Unreachable {
+                            error: "cut".into(),
+                        }
+                    }
+                })
+                .collect();
+            views.push(self.states[i].round(&self.locals[i], &polls, self.now_ms));
+        }
+        self.served = views
+            .iter()
+            .zip(&self.locals)
+            .map(|(v, l)| Arc::new(v.report(l, Vec::new())))
+            .collect();
+        self.views = views;
+    }
+
+    fn run(&mut self, rounds: usize) {
+        for _ in 0..rounds {
+            self.step();
+        }
+    }
+
+    fn name(&self, i: usize) -> &str {
+        &self.locals[i].name
+    }
+
+    /// Nodes that are quorate and elect themselves.
+    fn self_elected(&self) -> Vec<String> {
+        (0..self.locals.len())
+            .filter(|&i| {
+                self.views[i].quorate && self.views[i].leader.as_deref() == Some(self.name(i))
+            })
+            .map(|i| self.name(i).to_string())
+            .collect()
+    }
+
+    /// Quorate nodes that own `job` over their spread ring agreeing ∪ vouched ∪ {me}.
+    fn spread_owners(&self, job: &str) -> Vec<String> {
+        (0..self.locals.len())
+            .filter(|&i| {
+                let v = &self.views[i];
+                let mut ring: BTreeSet<&str> = v.agreeing.iter().map(String::as_str).collect();
+                ring.extend(v.vouched_unconfirmed.iter().map(String::as_str));
+                ring.insert(self.name(i));
+                v.quorate && owner(job, ring) == Some(self.name(i))
+            })
+            .map(|i| self.name(i).to_string())
+            .collect()
+    }
+}
+
+fn full(n: usize) -> Vec<Vec<bool>> {
+    vec![vec![true; n]; n]
+}
+
+/// Cuts both directions between every node of `a` and every node of `b` (1-based indices).
+fn cut(reach: &mut [Vec<bool>], a: &[usize], b: &[usize]) {
+    for &x in a {
+        for &y in b {
+            reach[x - 1][y - 1] = false;
+            reach[y - 1][x - 1] = false;
+        }
+    }
+}
+
+#[test]
+fn gsp_120_clean_two_three_split_of_five_majority_leads() {
+    let mut reach = full(5);
+    cut(&mut reach, &[1, 2], &[3, 4, 5]);
+    let mut sim = Sim::new(5, Distribution::SingleLeader, reach);
+    sim.run(SETTLE_ROUNDS);
+    assert_eq!(sim.self_elected(), vec!["n3".to_string()]);
+    for i in 0..2 {
+        assert!(!sim.views[i].quorate);
+        assert_eq!(sim.views[i].leader, None);
+    }
+    for i in 2..5 {
+        assert_eq!(sim.views[i].leader.as_deref(), Some("n3"));
+    }
+}
+
+#[test]
+fn isolated_leader_stands_down_and_the_rest_elect_the_next_lowest() {
+    let mut reach = full(5);
+    cut(&mut reach, &[1], &[2, 3, 4, 5]);
+    let mut sim = Sim::new(5, Distribution::SingleLeader, reach);
+    sim.run(SETTLE_ROUNDS);
+    assert!(!sim.views[0].quorate);
+    assert_eq!(sim.views[0].leader, None);
+    assert_eq!(sim.self_elected(), vec!["n2".to_string()]);
+    for i in 1..5 {
+        assert_eq!(sim.views[i].leader.as_deref(), Some("n2"));
+    }
+}
+
+#[test]
+fn gsp_50_bridge_n3_collapses_two_quorate_sides_onto_n1() {
+    // n3 sees everyone; {n1, n2} and {n4, n5} are cut from each other. Both sides are quorate
+    // through n3, and n3's vouching makes n1 a candidate on the far side.
+    let mut reach = full(5);
+    cut(&mut reach, &[1, 2], &[4, 5]);
+    let mut sim = Sim::new(5, Distribution::SingleLeader, reach);
+    sim.run(SETTLE_ROUNDS);
+    assert!(sim.views.iter().all(|v| v.quorate));
+    for v in &sim.views {
+        assert_eq!(v.leader.as_deref(), Some("n1"));
+    }
+    assert!(sim.views[3].vouched_unconfirmed.contains("n1"));
+    assert_eq!(sim.self_elected(), vec!["n1".to_string()]);
+}
+
+#[test]
+fn gsp_100_fully_connected_cluster_converges_within_two_rounds() {
+    for n in 3..=7 {
+        let mut sim = Sim::new(n, Distribution::SingleLeader, full(n));
+        sim.step();
+        assert!(
+            sim.views.iter().all(|v| v.converging),
+            "n={n}: round 1 still holds"
+        );
+        assert!(sim.self_elected().is_empty());
+        sim.step();
+        assert!(sim.views.iter().all(|v| !v.converging), "n={n}");
+        assert!(sim.views.iter().all(|v| v.quorate));
+        // Quorate everywhere at once, but nobody has seen another's flag yet: nobody leads
+        // rather than everybody (rule 4's two-round self-candidacy).
+        assert!(sim.self_elected().is_empty(), "n={n}");
+        sim.step();
+        assert_eq!(sim.self_elected(), vec!["n1".to_string()]);
+        assert!(sim.views.iter().all(|v| v.leader.as_deref() == Some("n1")));
+    }
+}
+
+/// A random cluster: size, reachability matrix and a subset to force fully connected.
+fn cluster() -> impl Strategy<Value = (usize, Vec<Vec<bool>>, Vec<bool>)> {
+    (3usize..=7).prop_flat_map(|n| {
+        (
+            Just(n),
+            prop::collection::vec(prop::collection::vec(prop::bool::weighted(0.6), n), n),
+            prop::collection::vec(any::<bool>(), n),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// (a) GSP-40/42/50: after the views settle, at most one node is quorate and elects itself.
+    #[test]
+    fn at_most_one_quorate_self_leader((n, reach, _) in cluster()) {
+        let mut sim = Sim::new(n, Distribution::SingleLeader, reach);
+        sim.run(SETTLE_ROUNDS);
+        for _ in 0..2 {
+            let leaders = sim.self_elected();
+            prop_assert!(leaders.len() <= 1, "leaders {:?}", leaders);
+            sim.step();
+        }
+    }
+
+    /// (b) DST-01..04: under spread, at most one quorate node owns each job.
+    #[test]
+    fn at_most_one_quorate_spread_owner(
+        (n, reach, _) in cluster(),
+        jobs in prop::collection::vec("[a-z]{1,8}", 1..8),
+    ) {
+        let mut sim = Sim::new(n, Distribution::Spread, reach);
+        sim.run(SETTLE_ROUNDS);
+        for job in &jobs {
+            let owners = sim.spread_owners(job);
+            prop_assert!(owners.len() <= 1, "job {} owners {:?}", job, owners);
+        }
+    }
+
+    /// (c) GSP-42 liveness: if some quorum is fully (symmetrically) connected, exactly one node
+    /// elects itself.
+    #[test]
+    fn a_connected_quorum_elects_exactly_one((n, mut reach, pick) in cluster()) {
+        let q = n / 2 + 1;
+        let mut group: Vec<usize> = (0..n).filter(|&i| pick[i]).collect();
+        // Top the group up to a quorum with the lowest unpicked nodes.
+        for i in 0..n {
+            if group.len() >= q { break; }
+            if !group.contains(&i) { group.push(i); }
+        }
+        for &a in &group {
+            for &b in &group {
+                reach[a][b] = true;
+            }
+        }
+        let mut sim = Sim::new(n, Distribution::SingleLeader, reach);
+        sim.run(SETTLE_ROUNDS);
+        let leaders = sim.self_elected();
+        prop_assert_eq!(leaders.len(), 1, "group {:?} leaders {:?}", group, leaders);
+    }
+}
