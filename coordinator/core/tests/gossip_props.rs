@@ -122,6 +122,8 @@ proptest! {
             prop_assert_eq!(v.quorate, 1 + v.mutual_agreeing.len() >= v.quorum);
             prop_assert!(v.vouched_unconfirmed.is_subset(&v.candidates));
             prop_assert!(v.candidates.iter().all(|c| c.len() <= 256));
+            prop_assert_eq!(v.self_candidate, v.candidates.contains("me"));
+            prop_assert!(!v.self_candidate || v.quorate);
             if let Some(l) = &v.leader {
                 prop_assert!(v.quorate);
                 prop_assert_eq!(Some(l), v.candidates.first());

@@ -167,12 +167,21 @@ fn gsp_40_42_mutual_agreement_gates_quorum_and_leader() {
     // Now it attests this incarnation.
     let v = st.round(&me, &[unreachable(), rep(report("c", &me, 3, false))], 2);
     assert!(v.quorate);
-    // First quorate round: peers have not yet seen my quorate flag, so I do not count myself
-    // (rule 4's two-round self-candidacy), though I already vouch for myself.
+    // First quorate rounds: my flag has not travelled yet, so I do not count myself (rule 4's
+    // delayed self-candidacy), though I already vouch for myself.
     assert_eq!(v.leader, None);
+    assert!(!v.self_candidate);
     assert_eq!(v.advert.quorate_vouched, vec!["b".to_string()]);
     let v = st.round(&me, &[unreachable(), rep(report("c", &me, 3, false))], 2);
+    assert_eq!(v.leader, None);
+    let v = st.round(&me, &[unreachable(), rep(report("c", &me, 3, false))], 2);
+    assert!(v.self_candidate);
     assert_eq!(v.leader.as_deref(), Some("b"));
+    // Losing quorum stands down at once, and the count starts again.
+    let v = st.round(&me, &[unreachable(), unreachable()], 2);
+    assert_eq!((v.quorate, v.leader.as_deref()), (false, None));
+    let v = st.round(&me, &[unreachable(), rep(report("c", &me, 3, false))], 2);
+    assert_eq!((v.quorate, v.leader.as_deref()), (true, None));
     // a is vouched for by c (one hop): a is a candidate and, being lower, leads.
     let mut c = report("c", &me, 3, true);
     c.quorate_vouched = vec!["a".into(), "b".into(), "c".into()];
@@ -425,7 +434,7 @@ fn gsp_60_62_candidate_cap_drops_the_highest_names() {
     assert_eq!(
         v.candidates.len(),
         599,
-        "first quorate round: not yet my own candidate"
+        "first quorate rounds: not yet my own candidate"
     );
     assert_eq!(v.advert.quorate_vouched.len(), MAX_CANDIDATES);
     assert_eq!(v.advert.candidates_truncated, 600);
@@ -443,6 +452,8 @@ fn gsp_60_62_candidate_cap_drops_the_highest_names() {
     );
     // Same count next round: no repeat warning.
     let v = st.round(&me, &reports, 1);
+    assert_eq!(v.candidates.len(), 599);
+    let v = st.round(&me, &reports, 2);
     assert_eq!(v.candidates.len(), 600);
     assert!(
         !v.events

@@ -35,8 +35,8 @@
 //!    of B; B polls W, so B learns of A. With one-directional agreement the shared member
 //!    might have been polled by both without polling either, and could vouch for neither.
 //!    (If W is A or B itself, the same reasoning applies with the direct report.)
-//! 4. **Candidates** (GSP-42, GSP-50, GSP-53): me if quorate this round *and* the previous
-//!    round of this state (see below); every agreed peer whose report
+//! 4. **Candidates** (GSP-42, GSP-50, GSP-53): me once quorate for
+//!    [`SELF_CANDIDATE_ROUNDS`] (3) rounds running (see below); every agreed peer whose report
 //!    says `quorate: true`; and, one hop, every name in the `quorate_vouched` of an agreed peer
 //!    (whatever that peer's own flag), my own name and over-long names excepted. Names known
 //!    only the last way are `vouched_unconfirmed`. **Decision:** one agreed witness suffices
@@ -47,16 +47,21 @@
 //!    leader. By the argument in rule 3, two quorate nodes in a converged view each see the
 //!    other as a candidate, so at most one of them is the lowest.
 //!
-//!    **Decision (the two-round self-candidacy):** a peer's `quorate` flag is one round old
-//!    when I read it, so I compare like with like and count myself only once I was quorate in
-//!    the previous round too, the flag my peers are reading now. Without this, a cluster booting
-//!    together goes quorate everywhere in the same round, before anyone has seen another's
-//!    flag, and every node elects itself for one interval. The cost is one extra round before a
-//!    node first leads; losing quorum still stands it down at once. The advert's
-//!    `quorate_vouched` (rule 8) still lists me as soon as I am quorate.
+//!    **Decision (delayed self-candidacy):** a peer's `quorate` flag is one round old when I
+//!    read it directly, and two rounds old when it reaches me through a witness's
+//!    `quorate_vouched`. So I count myself only once I have been quorate for three rounds in a
+//!    row: by then every node that can learn of me (directly or one hop away) has. Without
+//!    this, a cluster booting together goes quorate everywhere in the same round, before anyone
+//!    has seen another's flag, and every node elects itself for an interval or two (the
+//!    simulator found it: a 3-node bridge n1–n3–n2 had n1 and n2 both leading on round 3).
+//!    The cost is two extra rounds before a node first leads after gaining quorum; losing
+//!    quorum still stands it down at once. The advert's `quorate_vouched` (rule 8) still lists
+//!    me as soon as I am quorate, so the others learn of me without that delay.
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
-//!    `agreeing ∪ vouched_unconfirmed`; rule 3's argument puts every other quorate node in that
-//!    ring, so two quorate nodes compare the same pair of weights. `reachable_agreeing` (equal
+//!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
+//!    *and* [`RoundView::self_candidate`] holds (rule 4's delay; `quorate` alone lets two
+//!    bridged nodes own one job for a round or two after a joint boot). Rule 3's argument puts
+//!    every other quorate node in that ring, so two owners compare the same pair of weights. `reachable_agreeing` (equal
 //!    to `agreeing`) is the PreferLeader ring (GSP-43).
 //! 6. **Conflicts**, each failing Leader jobs closed upstream, each with an onset and a clear
 //!    event on the round it appears or goes:
@@ -91,5 +96,7 @@ mod round;
 mod view;
 
 pub use report::{Distribution, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport};
-pub use round::{GossipState, LocalNode, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome};
+pub use round::{
+    GossipState, LocalNode, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome, SELF_CANDIDATE_ROUNDS,
+};
 pub use view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView, fresh_report};

@@ -15,6 +15,11 @@ use super::view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundVi
 /// so for two rounds a witness may still list the old id while another lists the new one.
 pub const ONE_HOP_DUPLICATE_ROUNDS: u32 = 3;
 
+/// How many consecutive quorate rounds before this node counts itself as a candidate (rule 4):
+/// one round for its own flag to reach its peers, one more for their vouching to reach the
+/// peers' peers, and the current round.
+pub const SELF_CANDIDATE_ROUNDS: u32 = 3;
+
 /// This node's own identity and cluster settings, as the gossip round needs them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalNode {
@@ -75,8 +80,8 @@ pub struct GossipState {
     started_at_ms: u64,
     converging: bool,
     degenerate_logged: bool,
-    /// Whether the previous round was quorate (see rule 4: when I count as my own candidate).
-    was_quorate: bool,
+    /// Consecutive quorate rounds, this one included (rule 4: when I count as my own candidate).
+    quorate_streak: u32,
     /// Consecutive rounds each one-hop-only duplicate name has been seen.
     one_hop_streaks: BTreeMap<String, u32>,
     prev_conflicts: Conflicts,
@@ -102,7 +107,7 @@ impl GossipState {
             started_at_ms,
             converging: true,
             degenerate_logged: false,
-            was_quorate: false,
+            quorate_streak: 0,
             one_hop_streaks: BTreeMap::new(),
             prev_conflicts: Conflicts::default(),
             prev_truncated: 0,
@@ -181,13 +186,18 @@ impl GossipState {
                 direct.insert(r.node_name.clone());
             }
         }
-        // Peers compare my quorate flag from the previous round with their own current one, so
-        // I count myself only once quorate in two rounds running (rule 4).
+        // My quorate flag reaches my peers one round late and their neighbours (through
+        // vouching) two rounds late, so I count myself only once every node that can learn of
+        // me has had the chance to (rule 4).
+        self.quorate_streak = if quorate {
+            self.quorate_streak.saturating_add(1)
+        } else {
+            0
+        };
         let mut candidates = direct.clone();
-        if !(quorate && self.was_quorate) {
+        if self.quorate_streak < SELF_CANDIDATE_ROUNDS {
             candidates.remove(&local.name);
         }
-        self.was_quorate = quorate;
         let mut vouched_unconfirmed = BTreeSet::new();
         for r in &agreed_reports {
             for name in &r.quorate_vouched {
@@ -290,6 +300,7 @@ impl GossipState {
             agreeing,
             mutual_agreeing: mutual,
             quorate,
+            self_candidate: candidates.contains(&local.name),
             candidates,
             vouched_unconfirmed,
             leader,

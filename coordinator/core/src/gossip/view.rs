@@ -192,9 +192,13 @@ pub struct RoundView {
     pub mutual_agreeing: BTreeSet<String>,
     /// |{me} ∪ mutual_agreeing| ≥ quorum.
     pub quorate: bool,
-    /// Confirmed-quorate nodes: me when quorate, agreed peers reporting quorate, and names
-    /// vouched for by agreed peers (one hop).
+    /// Confirmed-quorate nodes: me once quorate for `SELF_CANDIDATE_ROUNDS` rounds running, agreed peers
+    /// reporting quorate, and names vouched for by agreed peers (one hop).
     pub candidates: BTreeSet<String>,
+    /// This node is its own candidate: quorate for `SELF_CANDIDATE_ROUNDS` rounds running.
+    /// Under spread, the coordinator must require this (not merely `quorate`) before this node
+    /// owns a Leader job, for the same reason the single leader does (rule 4).
+    pub self_candidate: bool,
     /// The candidates known only through a neighbour's vouching.
     pub vouched_unconfirmed: BTreeSet<String>,
     /// The single leader: lowest candidate, only with single-leader distribution, electLeader
