@@ -174,9 +174,7 @@ impl ClusterView {
             Election::Managed(view) if view.lease.is_some() => {
                 let holder = view.leader_at(&self.node_name, now).map(str::to_owned);
                 match policy {
-                    ClusterPolicy::PreferLeader if holder.is_none() => {
-                        Some(self.node_name.clone())
-                    }
+                    ClusterPolicy::PreferLeader if holder.is_none() => Some(self.node_name.clone()),
                     _ => holder,
                 }
             }
@@ -364,7 +362,8 @@ mod tests {
         };
         let winner = rendezvous::owner("job-x", ring.iter().map(String::as_str)).unwrap();
         for me in ["a", "b", "c"] {
-            let Gate::Manager(g) = managed(me, view.clone()).gate_for("job-x", Instant::now()) else {
+            let Gate::Manager(g) = managed(me, view.clone()).gate_for("job-x", Instant::now())
+            else {
                 panic!("expected a manager gate")
             };
             assert_eq!(g.leader_owner, me == winner, "node {me}");

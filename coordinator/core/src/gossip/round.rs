@@ -126,7 +126,7 @@ impl GossipState {
         for (i, peer) in self.peers.iter_mut().enumerate() {
             let poll = polls.get(i).unwrap_or(&not_polled);
             let (status, report, error) = classify(local, poll, &mut peer.streak);
-            if poll != &PollOutcome::NotPolled {
+            if !matches!(poll, PollOutcome::NotPolled) {
                 peer.ever_polled = true;
             }
             if let Some(r) = report {
