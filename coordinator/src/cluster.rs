@@ -58,6 +58,11 @@ pub struct ManagedView {
     /// A duplicate nodeName, size or policy conflict is visible.
     pub conflict: bool,
     /// A quorum of agreeing members is visible (gossip), or the store was read recently (lease).
+    ///
+    /// Gossip publishes `RoundView::self_candidate` here rather than the bare quorum flag: a
+    /// node counts itself as a candidate (and so may lead or own a spread job) only after it
+    /// was quorate for `SELF_CANDIDATE_ROUNDS` rounds, which the core's simulator showed is
+    /// what keeps a joint boot on a bridge from electing two leaders.
     pub quorate: bool,
     /// A fresh manager is still in its convergence hold.
     pub converging: bool,
