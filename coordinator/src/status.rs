@@ -5,6 +5,7 @@
 //! unlike the camelCase config keys). Each backend fills in its own variant; the HTTP layer only
 //! serialises it, so `/cluster` never reads anything the decision path did not also see.
 
+use cronstable_core::gossip::Distribution;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -59,7 +60,7 @@ pub struct GossipStatus {
     /// `cluster.electLeader`.
     pub elect_leader: bool,
     /// `single-leader` or `spread`.
-    pub distribution: String,
+    pub distribution: Distribution,
     /// Any of the three conflicts is visible: Leader jobs stand down.
     pub conflict: bool,
     /// Names claimed by more than one instance.
@@ -122,7 +123,7 @@ pub struct LeaseStatus {
     /// Always true on a lease backend.
     pub elect_leader: bool,
     /// Always `single-leader`.
-    pub distribution: String,
+    pub distribution: Distribution,
     /// Always false.
     pub conflict: bool,
     /// Always false.
@@ -153,7 +154,7 @@ impl LeaseStatus {
             cluster_size: 1,
             quorum: 1,
             elect_leader: true,
-            distribution: "single-leader".into(),
+            distribution: Distribution::SingleLeader,
             conflict: false,
             size_conflict: false,
             policy_conflict: false,

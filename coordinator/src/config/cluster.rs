@@ -73,32 +73,10 @@ impl fmt::Display for Backend {
     }
 }
 
-/// Who runs leader-gated jobs under election (`cluster.distribution`, gossip only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Distribution {
-    /// One elected leader runs every Leader job. The default.
-    #[default]
-    SingleLeader,
-    /// Each job has its own quorum-gated owner, by rendezvous hashing over agreeing members.
-    Spread,
-}
-
-impl Distribution {
-    /// The spelling in the config.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SingleLeader => "single-leader",
-            Self::Spread => "spread",
-        }
-    }
-}
-
-impl fmt::Display for Distribution {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Who runs leader-gated jobs under election (`cluster.distribution`, gossip only). The same
+/// type gossip advertises on `/peer`, so the config and the policy-conflict check cannot
+/// disagree on spellings.
+pub use cronstable_core::gossip::Distribution;
 
 /// `cluster.kubernetes.clientLibrary`: which apiserver client the backend uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize)]

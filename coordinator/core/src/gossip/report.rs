@@ -38,6 +38,12 @@ impl Distribution {
     }
 }
 
+impl std::fmt::Display for Distribution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One entry of a reporter's `members` view: what the reporter currently knows about one of
 /// *its* configured peers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
