@@ -10,6 +10,7 @@
 //! - [`config`]: the YAML config, typed and validated (`validate-config`).
 //! - [`cluster`]: the [`cluster::ClusterView`] every decision reads, and the backend seam.
 //! - [`status`]: the `GET /cluster` status blocks the backends publish with the view.
+//! - [`gossip`]: the gossip backend: mTLS `/peer` attestation and the quorum-gated election.
 //! - [`lease`]: the fenced lease backends (etcd, Kubernetes, filesystem) behind one driver.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
 //! - [`ledger`]: per-job records of decisions and runs.
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod demo;
+pub mod gossip;
 pub mod grpc;
 pub mod jobs;
 pub mod lease;
@@ -41,6 +43,8 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::cluster::{BackendContext, ClusterBackend, ClusterView, ElectionOffBackend};
 use crate::config::Config;
+use crate::config::cluster::Backend;
+use crate::gossip::{GossipBackend, GossipSettings};
 use crate::listeners::{ApiListener, Listeners};
 use crate::state::CoordinatorState;
 
@@ -74,6 +78,10 @@ pub enum RunError {
 fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBackend>, RunError> {
     match &config.cluster {
         None => Ok(Box::new(ElectionOffBackend::new(node_name))),
+        Some(cluster) if cluster.backend == Backend::Gossip => Ok(Box::new(GossipBackend::new(
+            GossipSettings::from_config(cluster),
+            node_name,
+        ))),
         Some(cluster) => Err(RunError::BackendUnavailable(cluster.backend.to_string())),
     }
 }

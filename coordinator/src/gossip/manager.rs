@@ -1,0 +1,714 @@
+//! The gossip cluster manager: the [`ClusterBackend`] that runs poll rounds and publishes the
+//! node's view (inventory §2, §3, §4).
+//!
+//! One task owns everything: it binds the `/peer` listener, polls every configured peer
+//! concurrently once per `interval`, folds the outcomes through the core's
+//! [`GossipState::round`], logs what changed, and publishes three things: the
+//! [`ClusterView`] the ShouldRun gate reads, the `/cluster` status block, and the body the
+//! listener serves. A poll still in flight when the round closes keeps its previous outcome
+//! (its own `connectTimeout` bounds how stale that can be), so one slow peer never delays the
+//! others.
+//!
+//! A manager that cannot start (unreadable certificates, a port in use) publishes
+//! [`Election::NoManager`]: Leader jobs skip, PreferLeader jobs run, the coordinator keeps
+//! serving, and the start is retried every pass until it succeeds.
+//!
+//! Certificate rotation (ROT-01/02) swaps the TLS contexts in place: the gossip state is kept
+//! (it is not blank, so no convergence hold is needed), the listener uses the new context for
+//! new connections, and pollers drop connections made under the old one.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cronstable_core::drift::PeerStatus;
+use cronstable_core::gossip::{
+    Distribution, GossipState, LocalNode, PollOutcome, RoundEvent, RoundView, fresh_report,
+};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::poller::{ClientTls, PollResult, Poller};
+use super::server::{self, PeerEndpoint};
+use super::tls::{TlsError, TlsFiles, TlsMaterial};
+use super::wire::{JobSummary, ServedBody};
+use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election, ManagedView};
+use crate::config::address::HostPort;
+use crate::config::cluster::{ClusterConfig, TlsPaths};
+use crate::jobs::JobSet;
+use crate::status::{ClusterStatus, GossipStatus, PeerRow};
+
+/// The longest gap between two checks of the TLS files (ROT-01: at least once a minute).
+const ROTATION_CHECK_MAX: Duration = Duration::from_secs(60);
+
+/// The gossip settings a manager runs with, taken from a validated `cluster:` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GossipSettings {
+    /// The `/peer` listener (`cluster.listen`).
+    pub listen: Option<HostPort>,
+    /// The mesh's TLS files (`cluster.tls`).
+    pub tls: Option<TlsPaths>,
+    /// The other members, duplicates already dropped.
+    pub peers: Vec<HostPort>,
+    /// `cluster.interval`.
+    pub interval: Duration,
+    /// `cluster.driftAfter`.
+    pub drift_after: u32,
+    /// `cluster.connectTimeout`.
+    pub connect_timeout: Duration,
+    /// `cluster.electLeader`.
+    pub elect_leader: bool,
+    /// `cluster.distribution`.
+    pub distribution: Distribution,
+}
+
+impl GossipSettings {
+    /// The settings of a gossip `cluster:` section.
+    pub fn from_config(c: &ClusterConfig) -> Self {
+        Self {
+            listen: c.listen.clone(),
+            tls: c.tls.clone(),
+            peers: c.peers.iter().map(|p| p.host.clone()).collect(),
+            interval: c.interval,
+            drift_after: c.drift_after,
+            connect_timeout: c.connect_timeout,
+            elect_leader: c.elect_leader,
+            distribution: c.distribution,
+        }
+    }
+}
+
+/// Why a manager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `cluster.listen` or `cluster.tls` is not set, so there is no mesh to run.
+    #[error(
+        "no mesh: cluster.listen and cluster.tls are not both set, so peers are not polled \
+         (attestation needs both)"
+    )]
+    NoMesh,
+    /// The TLS files did not load.
+    #[error("{0}")]
+    Tls(#[from] TlsError),
+    /// The listener could not bind.
+    #[error("cluster.listen {addr}: cannot listen: {source}")]
+    Bind {
+        /// The configured address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The gossip backend.
+#[derive(Debug, Clone)]
+pub struct GossipBackend {
+    settings: GossipSettings,
+    node_name: String,
+    instance_id: String,
+}
+
+impl GossipBackend {
+    /// A backend for `node_name` with `settings`. The instance id is minted here, once per
+    /// process, so a self-listing and a duplicate name can be told apart (GSP-32, GSP-70).
+    pub fn new(settings: GossipSettings, node_name: impl Into<String>) -> Self {
+        Self {
+            settings,
+            node_name: node_name.into(),
+            instance_id: new_instance_id(),
+        }
+    }
+
+    /// This process's instance id.
+    pub fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+}
+
+impl ClusterBackend for GossipBackend {
+    fn name(&self) -> &'static str {
+        "gossip"
+    }
+
+    fn run(
+        self: Box<Self>,
+        ctx: BackendContext,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+        Box::pin(self.drive(ctx))
+    }
+}
+
+/// A random id for this process: `RandomState` is seeded from the OS's randomness per process.
+fn new_instance_id() -> String {
+    let word = || {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    format!("{:016x}{:016x}", word(), word())
+}
+
+struct Mesh {
+    listener: TcpListener,
+    tls: TlsMaterial,
+    tls_paths: TlsPaths,
+}
+
+impl GossipBackend {
+    async fn drive(self, mut ctx: BackendContext) {
+        let retry_every = self.settings.interval.min(ROTATION_CHECK_MAX);
+        let mut last_reason = String::new();
+        let mesh = loop {
+            match self.start().await {
+                Ok(mesh) => break mesh,
+                Err(e) => {
+                    let reason = e.to_string();
+                    if reason != last_reason {
+                        if matches!(e, StartError::NoMesh) {
+                            tracing::info!("cluster: {reason}");
+                        } else {
+                            tracing::error!(
+                                "cluster: the gossip manager could not start: {reason}; Leader \
+                                 jobs skip and PreferLeader jobs run until it does"
+                            );
+                        }
+                        last_reason = reason.clone();
+                    }
+                    self.publish_no_manager(&ctx, &e, &reason);
+                    tokio::select! {
+                        () = &mut ctx.shutdown => return,
+                        () = tokio::time::sleep(retry_every) => {}
+                    }
+                }
+            }
+        };
+        if !last_reason.is_empty() {
+            tracing::info!("cluster: the gossip manager started after an earlier failure");
+        }
+        self.run_mesh(mesh, ctx).await;
+    }
+
+    async fn start(&self) -> Result<Mesh, StartError> {
+        let (Some(listen), Some(paths)) = (&self.settings.listen, &self.settings.tls) else {
+            return Err(StartError::NoMesh);
+        };
+        let load = paths.clone();
+        let tls = tokio::task::spawn_blocking(move || TlsMaterial::load(&load))
+            .await
+            .map_err(|e| TlsError::Build(format!("loading the TLS files panicked: {e}")))??;
+        let listener = TcpListener::bind(listen.to_socket_addr_string())
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: listen.to_string(),
+                source,
+            })?;
+        Ok(Mesh {
+            listener,
+            tls,
+            tls_paths: paths.clone(),
+        })
+    }
+
+    fn publish_no_manager(&self, ctx: &BackendContext, e: &StartError, reason: &str) {
+        let election = if !self.settings.elect_leader {
+            Election::Off
+        } else {
+            Election::NoManager {
+                reason: reason.to_owned(),
+            }
+        };
+        let status = GossipStatus {
+            job_set_id: ctx.job_set.borrow().id.to_string(),
+            cluster_size: self.settings.peers.len() + 1,
+            quorum: cronstable_core::quorum::quorum_size(self.settings.peers.len() + 1),
+            elect_leader: self.settings.elect_leader,
+            distribution: self.settings.distribution,
+            manager_error: (!matches!(e, StartError::NoMesh) || !self.settings.peers.is_empty())
+                .then(|| reason.to_owned()),
+            peers: self
+                .settings
+                .peers
+                .iter()
+                .map(|h| PeerRow {
+                    host: h.to_string(),
+                    status: "pending".into(),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        ctx.view.send_replace(ClusterView {
+            node_name: self.node_name.clone(),
+            election,
+            status: Arc::new(ClusterStatus::Gossip(Box::new(status))),
+        });
+    }
+
+    async fn run_mesh(self, mesh: Mesh, mut ctx: BackendContext) {
+        let s = &self.settings;
+        let mut local = LocalNode {
+            name: self.node_name.clone(),
+            instance_id: self.instance_id.clone(),
+            job_set_id: ctx.job_set.borrow().id.to_string(),
+            configured_size: s.peers.len() + 1,
+            elect_leader: s.elect_leader,
+            distribution: s.distribution,
+            drift_after: s.drift_after,
+            interval_ms: u64::try_from(s.interval.as_millis()).unwrap_or(u64::MAX),
+        };
+        let mut summary = Summary::default();
+        summary.refresh(&ctx.job_set.borrow());
+        let (body_tx, body_rx) = watch::channel(Arc::new(ServedBody::encode(
+            &fresh_report(&local),
+            &summary.jobs,
+        )));
+        let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
+        let mut client_tls = ClientTls {
+            config: mesh.tls.client.clone(),
+            generation: 0,
+        };
+        let (stop_server, server_stopped) = oneshot::channel::<()>();
+        let addr = mesh
+            .listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let server = tokio::spawn(server::serve(
+            mesh.listener,
+            PeerEndpoint {
+                tls: server_tls_rx,
+                body: body_rx,
+                idle_timeout: s.interval * 2 + s.connect_timeout,
+            },
+            async move {
+                let _ = server_stopped.await;
+            },
+        ));
+        tracing::info!(
+            listen = addr,
+            peers = s.peers.len(),
+            elect_leader = s.elect_leader,
+            distribution = %s.distribution,
+            instance_id = self.instance_id,
+            "cluster: gossip manager started"
+        );
+
+        let mut rotation = Rotation::new(mesh.tls_paths, mesh.tls.fingerprint);
+        let mut slots: Vec<Slot> = s
+            .peers
+            .iter()
+            .map(|h| Slot::Idle(Box::new(Poller::new(h.clone()))))
+            .collect();
+        let mut latest = vec![PollOutcome::NotPolled; s.peers.len()];
+        let mut last_seen_ms: Vec<Option<i64>> = vec![None; s.peers.len()];
+        let mut state = GossipState::new(s.peers.len(), 0);
+        let started = Instant::now();
+        let mut edges = Edges::default();
+
+        let mut rounds = tokio::time::interval(s.interval);
+        rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut rotation_timer = tokio::time::interval(s.interval.min(ROTATION_CHECK_MAX));
+        rotation_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        rotation_timer.tick().await;
+
+        loop {
+            tokio::select! {
+                () = &mut ctx.shutdown => break,
+                _ = rotation_timer.tick() => {
+                    if let Some(m) = rotation.check().await {
+                        server_tls_tx.send_replace(m.server);
+                        client_tls = ClientTls {
+                            config: m.client,
+                            generation: client_tls.generation + 1,
+                        };
+                    }
+                    continue;
+                }
+                _ = rounds.tick() => {}
+            }
+            let round_start = Instant::now();
+            // Start a poll for every peer whose last one finished; each carries its own
+            // deadline, so waiting for them below is bounded.
+            for slot in &mut slots {
+                slot.start(&client_tls, s.connect_timeout);
+            }
+            let deadline =
+                round_start + s.connect_timeout.min(s.interval) + Duration::from_millis(50);
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if let Some(result) = slot.finish_by(deadline).await {
+                    if result.fresh {
+                        last_seen_ms[i] = Some(crate::clock::now_ms());
+                    }
+                    latest[i] = result.outcome;
+                }
+            }
+
+            let job_set = ctx.job_set.borrow().clone();
+            local.job_set_id = job_set.id.to_string();
+            summary.refresh(&job_set);
+            let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let rv = state.round(&local, &latest, now_ms);
+            log_events(&rv, s);
+            edges.log(&rv, &local);
+
+            let body = ServedBody::encode(&rv.report(&local, Vec::new()), &summary.jobs);
+            body_tx.send_if_modified(|cur| {
+                let changed = cur.etag != body.etag;
+                if changed {
+                    *cur = Arc::new(body);
+                }
+                changed
+            });
+            ctx.view
+                .send_replace(self.view_of(&rv, &local, &last_seen_ms, round_start));
+        }
+
+        for slot in slots {
+            slot.abort();
+        }
+        let _ = stop_server.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        tracing::info!("cluster: gossip manager stopped");
+    }
+
+    fn view_of(
+        &self,
+        rv: &RoundView,
+        local: &LocalNode,
+        last_seen_ms: &[Option<i64>],
+        round_start: Instant,
+    ) -> ClusterView {
+        let s = &self.settings;
+        let spread = s.distribution == Distribution::Spread;
+        // A wedged manager must not leave a leader acting on a view it stopped refreshing:
+        // past two intervals plus one poll timeout, the gate treats this view as not quorate.
+        let stale_at = round_start + s.interval * 2 + s.connect_timeout;
+        let election = if s.elect_leader {
+            Election::Managed(ManagedView {
+                conflict: rv.conflicts.any(),
+                quorate: rv.quorate && rv.self_candidate,
+                converging: rv.converging,
+                spread,
+                leader: if spread { None } else { rv.leader.clone() },
+                agreeing: rv.agreeing.iter().cloned().collect(),
+                reachable_agreeing: rv.reachable_agreeing.iter().cloned().collect(),
+                vouched: rv.vouched_unconfirmed.iter().cloned().collect(),
+                fence: None,
+                lease: None,
+                lead_until: Some(stale_at),
+                quorate_until: Some(stale_at),
+            })
+        } else {
+            Election::Off
+        };
+        let leader = if spread { None } else { rv.leader.clone() };
+        let peers = rv
+            .peers
+            .iter()
+            .zip(&s.peers)
+            .zip(last_seen_ms)
+            .map(|((p, host), seen)| {
+                let reachable = !matches!(
+                    p.status,
+                    None | Some(PeerStatus::Unreachable | PeerStatus::Untrusted)
+                );
+                PeerRow {
+                    host: host.to_string(),
+                    status: p.status.map_or("pending", PeerStatus::as_str).to_owned(),
+                    node_name: p.reported_name.clone().filter(|_| reachable),
+                    job_set_id: p.reported_job_set_id.clone().filter(|_| reachable),
+                    last_seen: seen.filter(|_| reachable).and_then(iso8601),
+                    last_error: p.last_error.clone(),
+                    mismatch_streak: p.mismatch_streak,
+                }
+            })
+            .collect();
+        let status = GossipStatus {
+            job_set_id: local.job_set_id.clone(),
+            cluster_size: rv.effective_size,
+            quorum: rv.quorum,
+            elect_leader: s.elect_leader,
+            distribution: s.distribution,
+            conflict: rv.conflicts.any(),
+            conflict_names: rv.conflicts.names.clone(),
+            size_conflict: rv.conflicts.size_conflict(),
+            conflicting_sizes: rv.conflicts.sizes.clone(),
+            policy_conflict: rv.conflicts.policy_conflict(),
+            conflicting_policies: rv.conflicts.policies.clone(),
+            candidates_truncated: rv.advert.candidates_truncated,
+            quorate: rv.quorate,
+            is_leader: leader.as_deref() == Some(local.name.as_str()),
+            leader,
+            converging: rv.converging,
+            manager_error: None,
+            peers,
+        };
+        ClusterView {
+            node_name: self.node_name.clone(),
+            election,
+            status: Arc::new(ClusterStatus::Gossip(Box::new(status))),
+        }
+    }
+}
+
+/// `2026-06-23T19:00:00+00:00`, the seed's `last_seen` format.
+fn iso8601(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, false))
+}
+
+/// One peer's poller: idle between polls, or out on a poll task.
+enum Slot {
+    Idle(Box<Poller>),
+    Busy {
+        host: HostPort,
+        task: JoinHandle<(Box<Poller>, PollResult)>,
+    },
+    /// Only while moving between the two states.
+    Empty,
+}
+
+impl Slot {
+    fn start(&mut self, tls: &ClientTls, timeout: Duration) {
+        if !matches!(self, Slot::Idle(_)) {
+            return;
+        }
+        let Slot::Idle(mut poller) = std::mem::replace(self, Slot::Empty) else {
+            return;
+        };
+        let host = poller.host().clone();
+        let tls = tls.clone();
+        let task = tokio::spawn(async move {
+            let result = poller.poll(&tls, timeout).await;
+            (poller, result)
+        });
+        *self = Slot::Busy { host, task };
+    }
+
+    /// The poll's result if it finishes by `deadline`; `None` leaves it running.
+    async fn finish_by(&mut self, deadline: Instant) -> Option<PollResult> {
+        let Slot::Busy { host, task } = self else {
+            return None;
+        };
+        match tokio::time::timeout_at(deadline, &mut *task).await {
+            Err(_) => None,
+            Ok(Ok((poller, result))) => {
+                *self = Slot::Idle(poller);
+                Some(result)
+            }
+            Ok(Err(e)) => {
+                let host = host.clone();
+                *self = Slot::Idle(Box::new(Poller::new(host.clone())));
+                Some(PollResult {
+                    outcome: PollOutcome::Unreachable {
+                        error: format!("polling {host} failed: {e}"),
+                    },
+                    jobs: None,
+                    fresh: false,
+                })
+            }
+        }
+    }
+
+    fn abort(self) {
+        if let Slot::Busy { task, .. } = self {
+            task.abort();
+        }
+    }
+}
+
+/// The display-only job summary, rebuilt only when the job set changes.
+#[derive(Default)]
+struct Summary {
+    id: String,
+    jobs: Vec<JobSummary>,
+}
+
+impl Summary {
+    fn refresh(&mut self, set: &JobSet) {
+        let id = set.id.to_string();
+        if id == self.id && !self.jobs.is_empty() {
+            return;
+        }
+        self.jobs = set
+            .jobs
+            .values()
+            .map(|j| JobSummary {
+                name: j.spec.name.clone(),
+                cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
+                schedule: j.spec.schedule.clone(),
+            })
+            .collect();
+        self.id = id;
+    }
+}
+
+/// Watches the TLS files and loads a changed set only when all three parse (ROT-01/02).
+struct Rotation {
+    paths: TlsPaths,
+    loaded: [u8; 32],
+    last_bad: Option<[u8; 32]>,
+}
+
+impl Rotation {
+    fn new(paths: TlsPaths, loaded: [u8; 32]) -> Self {
+        Self {
+            paths,
+            loaded,
+            last_bad: None,
+        }
+    }
+
+    async fn check(&mut self) -> Option<TlsMaterial> {
+        let paths = self.paths.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let files = TlsFiles::read(&paths)?;
+            Ok::<_, TlsError>(files)
+        })
+        .await
+        .ok()?;
+        let files = match read {
+            Ok(f) => f,
+            Err(e) => {
+                // A file briefly missing mid-rotation is the same as a half-written one.
+                tracing::warn!("cluster: TLS files unreadable, keeping the loaded ones: {e}");
+                return None;
+            }
+        };
+        if files.fingerprint == self.loaded || Some(files.fingerprint) == self.last_bad {
+            return None;
+        }
+        match TlsMaterial::from_files(&self.paths, &files) {
+            Ok(m) => {
+                tracing::info!(
+                    "cluster: TLS files changed on disk; new certificates loaded without a restart"
+                );
+                self.loaded = m.fingerprint;
+                self.last_bad = None;
+                Some(m)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cluster: TLS files changed but do not load yet ({e}); keeping the current \
+                     certificates and retrying on the next check"
+                );
+                self.last_bad = Some(files.fingerprint);
+                None
+            }
+        }
+    }
+}
+
+fn log_events(rv: &RoundView, s: &GossipSettings) {
+    let host = |i: usize| s.peers.get(i).map(ToString::to_string).unwrap_or_default();
+    for event in &rv.events {
+        match event {
+            RoundEvent::ConflictOnset { kind, detail } => tracing::error!(
+                kind = kind.as_str(),
+                "cluster: {} conflict: {detail}; Leader jobs stand down until it clears",
+                kind.as_str()
+            ),
+            RoundEvent::ConflictCleared { kind } => tracing::info!(
+                kind = kind.as_str(),
+                "cluster: {} conflict cleared",
+                kind.as_str()
+            ),
+            RoundEvent::SelfListingRecognised { peer } => tracing::info!(
+                peer = host(*peer),
+                "cluster: peer {} is this node itself; it is excluded from the cluster size",
+                host(*peer)
+            ),
+            RoundEvent::DegenerateTwoOfTwo => tracing::warn!(
+                "cluster: WARNING: after excluding self-listings this is a 2-node cluster \
+                 with quorum 2 of 2: any single failure stops every Leader job; remove this \
+                 node's own entry from cluster.peers"
+            ),
+            RoundEvent::CandidatesTruncated { count } => tracing::warn!(
+                count,
+                "cluster: {count} quorate candidates; advertising only the lowest 512"
+            ),
+            RoundEvent::PeerBecame { peer, status } => {
+                let p = &rv.peers[*peer];
+                let error = p.last_error.as_deref().unwrap_or("");
+                match status {
+                    PeerStatus::Unreachable => tracing::warn!(
+                        peer = host(*peer),
+                        "cluster: peer {} is unreachable: {error}",
+                        host(*peer)
+                    ),
+                    PeerStatus::Untrusted => tracing::warn!(
+                        peer = host(*peer),
+                        "cluster: peer {} is untrusted: {error}",
+                        host(*peer)
+                    ),
+                    PeerStatus::Drifted => tracing::warn!(
+                        peer = host(*peer),
+                        job_set_id = p.reported_job_set_id.as_deref().unwrap_or(""),
+                        "cluster: peer {} has drifted: a different job set for {} rounds",
+                        host(*peer),
+                        p.mismatch_streak
+                    ),
+                    other => tracing::info!(
+                        peer = host(*peer),
+                        node = p.reported_name.as_deref().unwrap_or(""),
+                        "cluster: peer {} is {}",
+                        host(*peer),
+                        other.as_str()
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// Quorum and leadership edges, logged at INFO (inventory §8.5).
+#[derive(Default)]
+struct Edges {
+    quorate: Option<bool>,
+    leader: Option<Option<String>>,
+}
+
+impl Edges {
+    fn log(&mut self, rv: &RoundView, local: &LocalNode) {
+        if self.quorate != Some(rv.quorate) {
+            if rv.quorate {
+                tracing::info!(
+                    agreeing = rv.mutual_agreeing.len() + 1,
+                    quorum = rv.quorum,
+                    "cluster: quorum gained ({} of {} members agree)",
+                    rv.mutual_agreeing.len() + 1,
+                    rv.effective_size
+                );
+            } else if self.quorate.is_some() {
+                tracing::info!(
+                    quorum = rv.quorum,
+                    "cluster: quorum lost; Leader jobs stand down"
+                );
+            }
+            self.quorate = Some(rv.quorate);
+        }
+        if self.leader.as_ref() != Some(&rv.leader) {
+            let me = local.name.as_str();
+            let was_me = self
+                .leader
+                .as_ref()
+                .is_some_and(|l| l.as_deref() == Some(me));
+            match rv.leader.as_deref() {
+                Some(l) if l == me => tracing::info!("cluster: this node is now the leader"),
+                Some(l) if was_me => {
+                    tracing::info!(leader = l, "cluster: this node is no longer the leader")
+                }
+                Some(l) => tracing::info!(leader = l, "cluster: leader is {l}"),
+                None if was_me => {
+                    tracing::info!("cluster: this node is no longer the leader (no leader)")
+                }
+                None if self.leader.is_some() => tracing::info!("cluster: no leader"),
+                None => {}
+            }
+            self.leader = Some(rv.leader.clone());
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The gossip transport over real sockets and real mTLS (GSP-01..11): a `/peer` listener from
+//! `gossip::server` and a `gossip::poller::Poller`, with certificates from a throwaway CA.
+//! Hosts are distinct loopback addresses (127.0.0.0/8 all reach `lo`), so SAN pinning is real.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cronstable_coordinator::config::address::HostPort;
+use cronstable_coordinator::config::cluster::TlsPaths;
+use cronstable_coordinator::gossip::certgen::TestCa;
+use cronstable_coordinator::gossip::poller::{ClientTls, Poller};
+use cronstable_coordinator::gossip::server::{self, PeerEndpoint};
+use cronstable_coordinator::gossip::tls::TlsMaterial;
+use cronstable_coordinator::gossip::wire::{JobSummary, ServedBody};
+use cronstable_core::gossip::{Distribution, PeerReport, PollOutcome};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+fn report(name: &str) -> PeerReport {
+    PeerReport {
+        node_name: name.into(),
+        job_set_id: "v1:abc".into(),
+        instance_id: format!("inst-{name}"),
+        cluster_size: 3,
+        distribution: Distribution::SingleLeader,
+        elect_leader: true,
+        quorate: false,
+        members: vec![],
+        mutual_agreeing: vec![],
+        quorate_vouched: vec![],
+        candidates_truncated: 0,
+        ran_reboot_jobs: vec![],
+    }
+}
+
+struct Served {
+    host: HostPort,
+    body: watch::Sender<Arc<ServedBody>>,
+    _stop: oneshot::Sender<()>,
+}
+
+/// Serves `body` on `ip` (port 0) with the identity in `paths`.
+async fn serve(ip: &str, paths: &TlsPaths, body: ServedBody) -> Served {
+    let tls = TlsMaterial::load(paths).unwrap();
+    let listener = TcpListener::bind((ip, 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (_tls_tx, tls_rx) = watch::channel(tls.server.clone());
+    let (body_tx, body_rx) = watch::channel(Arc::new(body));
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _keep = _tls_tx;
+        server::serve(
+            listener,
+            PeerEndpoint {
+                tls: tls_rx,
+                body: body_rx,
+                idle_timeout: Duration::from_secs(30),
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await;
+    });
+    Served {
+        host: HostPort::new(ip, port),
+        body: body_tx,
+        _stop: stop,
+    }
+}
+
+fn client(paths: &TlsPaths) -> ClientTls {
+    ClientTls {
+        config: TlsMaterial::load(paths).unwrap().client,
+        generation: 0,
+    }
+}
+
+fn unreachable_error(o: &PollOutcome) -> &str {
+    match o {
+        PollOutcome::Unreachable { error } => error,
+        other => panic!("expected unreachable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn gsp_10_11_a_poll_reads_the_report_then_gets_304s_over_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.21"])
+        .unwrap();
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.22"])
+        .unwrap();
+    let job = JobSummary {
+        name: "backup".into(),
+        cluster_policy: "Leader".into(),
+        schedule: "0 3 * * *".into(),
+    };
+    let served = serve(
+        "127.0.0.22",
+        &b,
+        ServedBody::encode(&report("b"), &[job.clone()]),
+    )
+    .await;
+    let tls = client(&a);
+    let mut poller = Poller::new(served.host.clone());
+
+    let first = poller.poll(&tls, TIMEOUT).await;
+    let PollOutcome::Report(r) = &first.outcome else {
+        panic!("{:?}", first.outcome)
+    };
+    assert_eq!(r.node_name, "b");
+    assert_eq!(first.jobs.as_deref().map(Vec::as_slice), Some(&[job][..]));
+    for _ in 0..3 {
+        let again = poller.poll(&tls, TIMEOUT).await;
+        assert_eq!(again.outcome, first.outcome);
+    }
+    assert_eq!(poller.stats.connects, 1, "the connection is kept alive");
+    assert_eq!(poller.stats.full_bodies, 1);
+    assert_eq!(poller.stats.not_modified, 3, "unchanged body answered 304");
+
+    served
+        .body
+        .send_replace(Arc::new(ServedBody::encode(&report("b2"), &[])));
+    let PollOutcome::Report(r) = poller.poll(&tls, TIMEOUT).await.outcome else {
+        panic!("expected a report")
+    };
+    assert_eq!(r.node_name, "b2", "a changed body is fetched in full");
+    assert_eq!(poller.stats.full_bodies, 2);
+}
+
+#[tokio::test]
+async fn gsp_01_a_certificate_for_another_host_is_untrusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.23"])
+        .unwrap();
+    // b's certificate names a different address than the one it is reached at.
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.99"])
+        .unwrap();
+    let served = serve("127.0.0.24", &b, ServedBody::encode(&report("b"), &[])).await;
+    let out = Poller::new(served.host).poll(&client(&a), TIMEOUT).await;
+    let PollOutcome::Untrusted { error } = &out.outcome else {
+        panic!("{:?}", out.outcome)
+    };
+    assert!(error.contains("TLS with 127.0.0.24"), "{error}");
+}
+
+#[tokio::test]
+async fn gsp_01_a_peer_from_another_ca_is_untrusted_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = TestCa::new("ours");
+    let theirs = TestCa::new("theirs");
+    let a = ours
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.25"])
+        .unwrap();
+    let x = theirs
+        .write_node(&dir.path().join("x"), "x", &["127.0.0.26"])
+        .unwrap();
+
+    // We poll an outsider: its certificate does not chain to our CA.
+    let outsider = serve("127.0.0.26", &x, ServedBody::encode(&report("x"), &[])).await;
+    let out = Poller::new(outsider.host).poll(&client(&a), TIMEOUT).await;
+    assert!(
+        matches!(out.outcome, PollOutcome::Untrusted { .. }),
+        "{:?}",
+        out.outcome
+    );
+
+    // An outsider polls us: our listener refuses its client certificate. The outsider trusts
+    // our CA here, so only the client-certificate check can refuse it.
+    let x_trusting_us = TlsPaths {
+        ca: a.ca.clone(),
+        ..x.clone()
+    };
+    let member = serve("127.0.0.25", &a, ServedBody::encode(&report("a"), &[])).await;
+    let out = Poller::new(member.host)
+        .poll(&client(&x_trusting_us), TIMEOUT)
+        .await;
+    assert!(
+        matches!(out.outcome, PollOutcome::Untrusted { .. }),
+        "{:?}",
+        out.outcome
+    );
+}
+
+#[tokio::test]
+async fn gsp_12_a_closed_port_is_unreachable_with_the_seed_wording() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.27"])
+        .unwrap();
+    // Bind then drop: the port is very likely closed for the moment of the test.
+    let port = TcpListener::bind(("127.0.0.28", 0))
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = Poller::new(HostPort::new("127.0.0.28", port))
+        .poll(&client(&a), TIMEOUT)
+        .await;
+    let error = unreachable_error(&out.outcome);
+    assert!(
+        error.starts_with("Cannot connect to host 127.0.0.28:"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_peer_that_never_answers_costs_one_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.29"])
+        .unwrap();
+    // Accepts TCP and then says nothing: the handshake never completes.
+    let silent = TcpListener::bind(("127.0.0.30", 0)).await.unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let _held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            conns.push(c);
+        }
+    });
+    let out = Poller::new(HostPort::new("127.0.0.30", port))
+        .poll(&client(&a), Duration::from_millis(300))
+        .await;
+    assert!(unreachable_error(&out.outcome).contains("no answer within 300 ms"));
+}
+
+#[tokio::test]
+async fn gsp_07_08_oversize_and_malformed_bodies_are_no_data_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.31"])
+        .unwrap();
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.32"])
+        .unwrap();
+    let huge = ServedBody {
+        bytes: Bytes::from(vec![b'x'; 2 * 1024 * 1024]),
+        etag: "\"huge\"".into(),
+    };
+    let served = serve("127.0.0.32", &b, huge).await;
+    let tls = client(&a);
+    let mut poller = Poller::new(served.host.clone());
+    let out = poller.poll(&tls, TIMEOUT).await;
+    assert!(unreachable_error(&out.outcome).contains("gossip limit"));
+
+    let mut long_name = report("b");
+    long_name.node_name = "n".repeat(300);
+    for body in [
+        ServedBody {
+            bytes: Bytes::from_static(b"{\"node_name\": [1, 2]}"),
+            etag: "\"bad\"".into(),
+        },
+        ServedBody::encode(&long_name, &[]),
+    ] {
+        served.body.send_replace(Arc::new(body));
+        let out = poller.poll(&tls, TIMEOUT).await;
+        assert!(
+            unreachable_error(&out.outcome).contains("/peer"),
+            "{:?}",
+            out.outcome
+        );
+    }
+
+    // The same peer recovers as soon as it serves a good body again.
+    served
+        .body
+        .send_replace(Arc::new(ServedBody::encode(&report("b"), &[])));
+    assert!(matches!(
+        poller.poll(&tls, TIMEOUT).await.outcome,
+        PollOutcome::Report(_)
+    ));
+}
