@@ -104,7 +104,7 @@ async fn gsp_10_11_a_poll_reads_the_report_then_gets_304s_over_one_connection() 
     let served = serve(
         "127.0.0.22",
         &b,
-        ServedBody::encode(&report("b"), &[job.clone()]),
+        ServedBody::encode(&report("b"), std::slice::from_ref(&job)),
     )
     .await;
     let tls = client(&a);
