@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use cronstable_core::drift::PeerStatus;
 use cronstable_core::gossip::{
-    Distribution, GossipState, LocalNode, PollOutcome, RoundEvent, RoundView, fresh_report,
+    ConflictKind, Distribution, GossipState, LocalNode, PollOutcome, RoundEvent, RoundView,
+    fresh_report,
 };
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
@@ -602,6 +603,15 @@ impl Rotation {
     }
 }
 
+/// How a conflict kind reads in a log line.
+fn conflict_phrase(kind: ConflictKind) -> &'static str {
+    match kind {
+        ConflictKind::Names => "duplicate nodeName",
+        ConflictKind::Size => "cluster size",
+        ConflictKind::Policy => "coordination policy",
+    }
+}
+
 fn log_events(rv: &RoundView, s: &GossipSettings) {
     let host = |i: usize| s.peers.get(i).map(ToString::to_string).unwrap_or_default();
     for event in &rv.events {
@@ -609,12 +619,12 @@ fn log_events(rv: &RoundView, s: &GossipSettings) {
             RoundEvent::ConflictOnset { kind, detail } => tracing::error!(
                 kind = kind.as_str(),
                 "cluster: {} conflict: {detail}; Leader jobs stand down until it clears",
-                kind.as_str()
+                conflict_phrase(*kind)
             ),
             RoundEvent::ConflictCleared { kind } => tracing::info!(
                 kind = kind.as_str(),
                 "cluster: {} conflict cleared",
-                kind.as_str()
+                conflict_phrase(*kind)
             ),
             RoundEvent::SelfListingRecognised { peer } => tracing::info!(
                 peer = host(*peer),

@@ -1,0 +1,303 @@
+//! Gossip clusters of real coordinator (and shim) processes over real mTLS on loopback
+//! (issue 3; inventory GSP-*, §3 rows 3-6, ROT-01/02). Each test uses its own 127.0.X.0/24 so
+//! tests can run concurrently.
+
+use std::path::Path;
+use std::process::Command;
+
+use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster, write_config};
+use cronstable_tests::{Proc, binary, lines, wait_for};
+use serde_json::Value;
+
+/// Waits until node `web`'s `/cluster` satisfies `pred`, and returns it.
+fn wait_cluster(
+    what: &str,
+    node: &cronstable_tests::Coordinator,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut last = Value::Null;
+    wait_for(&format!("{what} (last /cluster: {last})"), || {
+        let v = cluster(node.web)?;
+        last = v.clone();
+        pred(&v).then_some(v)
+    })
+}
+
+fn leader_is(v: &Value, name: &str) -> bool {
+    v["quorate"] == true && v["leader"] == name
+}
+
+/// A shim beside `coordinator` whose one job (every second, `policy`) appends its node's name
+/// to `$OUT`. Every node runs the same crontab, so the job sets agree.
+fn shim(dir: &Path, coordinator: &cronstable_tests::Coordinator, node: &str, policy: &str) -> Proc {
+    let crontab = dir.join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=tick clusterPolicy={policy} seconds=true\n\
+             * * * * * * echo \"$NODE $CRONSTABLE_SCHEDULED_AT\" >> \"$OUT\"\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new(binary("cronstable-shim"));
+    cmd.arg("--crontab")
+        .arg(&crontab)
+        .arg("--coordinator")
+        .arg(&coordinator.api)
+        .env("NODE", node)
+        .env("OUT", dir.join(format!("runs-{node}")));
+    Proc::spawn(&format!("shim {node}"), cmd)
+}
+
+#[test]
+fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 61));
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    for node in &nodes {
+        let v = wait_cluster("n1 elected everywhere", node, |v| leader_is(v, "n1"));
+        assert_eq!(v["backend"], "gossip");
+        assert_eq!(v["cluster_size"], 3);
+        assert_eq!(v["quorum"], 2);
+        assert_eq!(v["conflict"], false);
+        let peers = v["peers"].as_array().unwrap();
+        assert_eq!(peers.len(), 2);
+        for p in peers {
+            assert_eq!(p["status"], "agreed", "{p}");
+            assert!(p["last_seen"].as_str().unwrap().ends_with("+00:00"), "{p}");
+            assert_eq!(p["mismatch_streak"], 0);
+        }
+    }
+    assert_eq!(cluster(nodes[0].web).unwrap()["is_leader"], true);
+    assert_eq!(cluster(nodes[1].web).unwrap()["is_leader"], false);
+
+    // The gate: a Leader job runs on n1 only.
+    let shims: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| shim(dir.path(), c, &format!("n{}", i + 1), "Leader"))
+        .collect();
+    // The shims re-register the same job set on every node, so the cluster re-converges.
+    for node in &nodes {
+        wait_cluster("agreement on the shims' job set", node, |v| {
+            leader_is(v, "n1")
+                && v["peers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|p| p["status"] == "agreed")
+        });
+    }
+    let n1_runs = dir.path().join("runs-n1");
+    wait_for("three Leader runs on n1", || {
+        Some(()).filter(|()| lines(&n1_runs).len() >= 3)
+    });
+    for other in ["n2", "n3"] {
+        assert!(
+            lines(&dir.path().join(format!("runs-{other}"))).is_empty(),
+            "{other} ran a Leader job while n1 led"
+        );
+    }
+    drop(shims);
+}
+
+#[test]
+fn gsp_122_killing_the_leader_moves_leadership_and_a_restart_rejoins() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 62));
+    let mut nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    for node in &nodes {
+        wait_cluster("n1 elected", node, |v| leader_is(v, "n1"));
+    }
+    nodes[0].proc.signal(9);
+    nodes[0].proc.wait_exit();
+    for node in &nodes[1..] {
+        let v = wait_cluster("n2 takes over", node, |v| leader_is(v, "n2"));
+        let n1 = v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["status"] == "unreachable")
+            .unwrap_or_else(|| panic!("n1 is unreachable: {v}"));
+        assert!(
+            n1["node_name"].is_null() && n1["last_seen"].is_null(),
+            "{n1}"
+        );
+        assert!(
+            n1["last_error"]
+                .as_str()
+                .unwrap()
+                .starts_with("Cannot connect to host"),
+            "{n1}"
+        );
+    }
+    nodes[1].proc.wait_log("this node is now the leader");
+
+    // A restarted n1 is a new incarnation; the cluster re-converges on it.
+    nodes[0] = files.start(0);
+    for node in &nodes {
+        wait_cluster("n1 leads again", node, |v| leader_is(v, "n1"));
+    }
+}
+
+#[test]
+fn gsp_123_a_node_without_a_majority_leads_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 63));
+    let n1 = files.start(0);
+    // Alone, n1 never becomes quorate.
+    let v = wait_cluster("n1 polled its peers", &n1, |v| {
+        v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["status"] == "unreachable")
+    });
+    assert_eq!(v["quorate"], false);
+    assert!(v["leader"].is_null());
+    // One more node gives a majority of 3.
+    let n2 = files.start(1);
+    wait_cluster("n1 quorate with n2", &n1, |v| leader_is(v, "n1"));
+    wait_cluster("n2 follows n1", &n2, |v| leader_is(v, "n1"));
+}
+
+#[test]
+fn gsp_70_a_duplicate_node_name_is_a_conflict_that_clears() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ClusterPlan::new(3, 64);
+    plan.names = vec!["n1".into(), "n2".into(), "n2".into()];
+    let files = ClusterFiles::write(dir.path(), &plan);
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let v = wait_cluster("the name conflict", &nodes[0], |v| v["conflict"] == true);
+    assert_eq!(v["conflict_names"], serde_json::json!(["n2"]));
+    nodes[0].proc.wait_log("duplicate nodeName conflict: n2");
+    assert!(
+        nodes[0].proc.log().contains("ERROR"),
+        "{}",
+        nodes[0].proc.log()
+    );
+    // The second n2 goes away: the conflict clears by itself, logged at INFO.
+    let mut nodes = nodes;
+    nodes.pop();
+    wait_cluster("the conflict to clear", &nodes[0], |v| {
+        v["conflict"] == false
+    });
+    nodes[0]
+        .proc
+        .wait_log("duplicate nodeName conflict cleared");
+}
+
+#[test]
+fn gsp_81_a_peer_declaring_another_size_is_a_size_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = ClusterPlan::new(3, 65);
+    let files = ClusterFiles::write(dir.path(), &plan);
+    // n3 believes in a fourth member that does not exist: it declares N = 4.
+    let n3 = &files.nodes[2];
+    let peers = format!(
+        "    - host: \"{}\"\n    - host: \"{}\"\n    - host: \"127.0.65.99:1\"\n",
+        files.nodes[0].peer_host(),
+        files.nodes[1].peer_host()
+    );
+    write_config(n3, &peers, &plan);
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let v = wait_cluster("the size conflict", &nodes[0], |v| {
+        v["size_conflict"] == true
+    });
+    assert_eq!(v["conflicting_sizes"], serde_json::json!([3, 4]));
+    assert_eq!(v["conflict"], true);
+    nodes[0].proc.wait_log("cluster size conflict");
+}
+
+#[test]
+fn gsp_01_a_node_from_another_ca_is_untrusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = ClusterPlan::new(3, 66);
+    let files = ClusterFiles::write(dir.path(), &plan);
+    // Re-issue n3 from a foreign CA, trusting only that CA.
+    let foreign = cronstable_coordinator::gossip::certgen::TestCa::new("foreign");
+    let n3 = &files.nodes[2];
+    foreign
+        .write_node(n3.tls.ca.parent().unwrap(), "n3", &[&n3.ip])
+        .unwrap();
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let v = wait_cluster("n3 untrusted on n1", &nodes[0], |v| {
+        v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["status"] == "untrusted")
+    });
+    // n1 and n2 are a majority of 3 without n3.
+    wait_cluster("n1 leads with n2", &nodes[0], |v| leader_is(v, "n1"));
+    assert!(v["peers"].to_string().contains("TLS with"), "{v}");
+    nodes[0].proc.wait_log("is untrusted");
+}
+
+#[test]
+fn rot_01_02_rotated_certificates_apply_without_a_restart_and_half_written_ones_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 67));
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    for node in &nodes {
+        wait_cluster("n1 elected", node, |v| leader_is(v, "n1"));
+    }
+    let n2 = &files.nodes[1];
+    // A half-written certificate: warned about, not applied; the mesh keeps working.
+    std::fs::write(&n2.tls.cert, "-----BEGIN CERTIFICATE-----\nMIIB").unwrap();
+    nodes[1].proc.wait_log("do not load yet");
+    // The renewal completes: new key and certificate from the same CA.
+    let (cert, key) = files.ca.issue("n2", &[&n2.ip]).unwrap();
+    std::fs::write(&n2.tls.key, key).unwrap();
+    std::fs::write(&n2.tls.cert, cert).unwrap();
+    nodes[1]
+        .proc
+        .wait_log("new certificates loaded without a restart");
+    // n2 reconnects to its peers with its new client identity, and they accept it: every peer
+    // is seen again after the rotation (last_seen has second precision, so allow one more).
+    // Real processes on the real clock: the test compares against their wall-clock stamps.
+    #[allow(clippy::disallowed_methods)]
+    let rotated = chrono::Utc::now() + chrono::Duration::seconds(1);
+    wait_cluster("n2 polls with its new identity", &nodes[1], |v| {
+        leader_is(v, "n1")
+            && v["peers"].as_array().unwrap().iter().all(|p| {
+                p["status"] == "agreed"
+                    && p["last_seen"]
+                        .as_str()
+                        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                        .is_some_and(|t| t > rotated)
+            })
+    });
+    for node in &nodes {
+        wait_cluster("still whole after rotation", node, |v| leader_is(v, "n1"));
+    }
+}
+
+#[test]
+fn a_listener_that_cannot_bind_leaves_no_manager_and_the_coordinator_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 68));
+    let n1 = &files.nodes[0];
+    // Someone else holds n1's /peer port.
+    let _squatter = std::net::TcpListener::bind((n1.ip.as_str(), n1.peer_port)).unwrap();
+    let c = files.start(0);
+    c.proc.wait_log("the gossip manager could not start");
+    let v = wait_cluster("manager_error on /cluster", &c, |v| {
+        v["manager_error"].is_string()
+    });
+    assert!(
+        v["manager_error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot listen"),
+        "{v}"
+    );
+    assert_eq!(v["quorate"], false);
+    // Still serving: health and the API answer.
+    assert_eq!(
+        cronstable_tests::http(c.web, "GET", "/healthz")
+            .unwrap()
+            .status,
+        200
+    );
+}
