@@ -17,6 +17,8 @@ pub struct NodeSpec {
     pub name: String,
     /// The loopback address its `/peer` listener binds and its certificate names.
     pub ip: String,
+    /// Where the HTTP API is reached from the test process.
+    pub web_ip: String,
     /// The `/peer` port.
     pub peer_port: u16,
     /// gRPC port.
@@ -37,7 +39,7 @@ impl NodeSpec {
 
     /// The HTTP address.
     pub fn web(&self) -> SocketAddr {
-        ([127, 0, 0, 1], self.web_port).into()
+        SocketAddr::new(self.web_ip.parse().unwrap(), self.web_port)
     }
 
     /// The gRPC URL.
@@ -57,6 +59,9 @@ pub struct ClusterPlan {
     pub extra: String,
     /// `cluster.interval`.
     pub interval: &'static str,
+    /// Node addresses instead of `127.0.<subnet>.<10 + i>` (the netns lab's), with fixed ports
+    /// (each namespace has its own port space) and the HTTP API on all interfaces.
+    pub hosts: Option<Vec<String>>,
 }
 
 impl ClusterPlan {
@@ -67,6 +72,7 @@ impl ClusterPlan {
             subnet,
             extra: String::new(),
             interval: "1s",
+            hosts: None,
         }
     }
 }
@@ -89,16 +95,26 @@ impl ClusterFiles {
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let ip = format!("127.0.{}.{}", plan.subnet, 10 + i);
+                let ip = match &plan.hosts {
+                    Some(hosts) => hosts[i].clone(),
+                    None => format!("127.0.{}.{}", plan.subnet, 10 + i),
+                };
+                let fixed = plan.hosts.is_some();
+                let port = |fixed_port: u16| if fixed { fixed_port } else { free_port() };
                 // Per index, so two nodes sharing a name (the duplicate test) do not share files.
                 let home = dir.join(format!("{i}-{name}"));
                 let tls = ca.write_node(&home, name, &[&ip]).unwrap();
                 NodeSpec {
                     name: name.clone(),
+                    web_ip: if fixed {
+                        ip.clone()
+                    } else {
+                        "127.0.0.1".into()
+                    },
                     ip,
-                    peer_port: free_port(),
-                    api_port: free_port(),
-                    web_port: free_port(),
+                    peer_port: port(8443),
+                    api_port: port(7400),
+                    web_port: port(8080),
                     tls,
                     config: home.join("coordinator.yaml"),
                 }
@@ -128,12 +144,17 @@ impl ClusterFiles {
 /// Writes `node`'s config with `peers` (YAML list lines).
 pub fn write_config(node: &NodeSpec, peers: &str, plan: &ClusterPlan) {
     let yaml = format!(
-        "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\ncluster:\n  \
+        "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: {web_ip}:{web}\ncluster:\n  \
          nodeName: {name}\n  electLeader: true\n  interval: {interval}\n  connectTimeout: 1s\n  \
          listen: \"{ip}:{port}\"\n  tls:\n    ca: {ca}\n    cert: {cert}\n    key: {key}\n  \
          peers:\n{peers}{extra}",
         api = node.api_port,
         web = node.web_port,
+        web_ip = if node.web_ip == "127.0.0.1" {
+            "127.0.0.1"
+        } else {
+            "0.0.0.0"
+        },
         name = node.name,
         interval = plan.interval,
         ip = node.ip,

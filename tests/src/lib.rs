@@ -9,6 +9,7 @@
 #![allow(clippy::disallowed_types)]
 
 pub mod gossip;
+pub mod netns;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -221,7 +222,17 @@ impl Coordinator {
 
     /// Starts a coordinator from an existing config file.
     pub fn start_with(config: PathBuf, api: String, web: SocketAddr) -> Coordinator {
-        let mut cmd = Command::new(binary("cronstable"));
+        Self::start_in(Command::new(binary("cronstable")), config, api, web)
+    }
+
+    /// Starts a coordinator with `program` (the `cronstable` binary, possibly behind a wrapper
+    /// such as `ip netns exec`) and an existing config file.
+    pub fn start_in(
+        mut cmd: Command,
+        config: PathBuf,
+        api: String,
+        web: SocketAddr,
+    ) -> Coordinator {
         cmd.arg("coordinator").arg("--config").arg(&config);
         let proc = Proc::spawn("coordinator", cmd);
         proc.wait_log("coordinator listening");
