@@ -156,7 +156,11 @@ fn gsp_120_majority_minority_isolated_leader_and_bridge_all_heal_without_restart
             .iter()
             .all(|v| {
                 v.as_ref().is_some_and(|v| {
-                    v["peers"].as_array().unwrap().iter().all(|p| p["status"] == "agreed")
+                    v["peers"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|p| p["status"] == "agreed")
                 })
             })
             .then_some(())

@@ -2,6 +2,10 @@
 //! with an example crontab, one job of each clusterPolicy, and logs every firing, decision and
 //! run as it happens. Everything is real (gRPC over a socket, `/bin/sh` processes); nothing
 //! outside the machine is needed.
+//!
+//! `cronstable demo --nodes 3` runs a local gossip cluster instead ([`cluster`]).
+
+pub mod cluster;
 
 use std::future::Future;
 use std::time::Duration;
@@ -23,6 +27,10 @@ pub struct DemoArgs {
     /// Where the coordinator's HTTP API listens (falls back to a free port if taken).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub web_listen: String,
+    /// Run a local gossip cluster of this many nodes (each a coordinator and a shim, over real
+    /// mTLS with a throwaway CA) instead of a single node. Odd sizes of 3 or more.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub nodes: usize,
 }
 
 /// The demo's crontab: one job of each policy, two of them on a seconds schedule so something
@@ -50,6 +58,9 @@ pub async fn run(
     scratch: &std::path::Path,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    if args.nodes > 1 {
+        return cluster::run(args, scratch, shutdown).await;
+    }
     let dir = scratch.join(format!("cronstable-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let crontab = dir.join("crontab");
