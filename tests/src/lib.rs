@@ -72,6 +72,22 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Polls `check` until it returns `Ok`, or panics with `what` and the last `Err` (the state
+/// the check saw) after [`PATIENCE`].
+pub fn wait_for_state<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let start = StdInstant::now();
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(state) => assert!(
+                start.elapsed() < PATIENCE,
+                "timed out waiting for {what}; last seen: {state}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Polls `check` until it returns `Some`, or panics with `what` after [`PATIENCE`].
 pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     let start = StdInstant::now();
@@ -130,16 +146,18 @@ impl Proc {
         self.log.lock().unwrap().clone()
     }
 
-    /// Waits until its log contains `needle`.
+    /// Waits until its log contains `needle`; on timeout, fails showing the log as it is then.
     pub fn wait_log(&self, needle: &str) {
-        wait_for(
-            &format!(
-                "{} to log {needle:?}; log so far:\n{}",
+        let start = StdInstant::now();
+        while !self.log().contains(needle) {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "timed out waiting for {} to log {needle:?}; its log:\n{}",
                 self.name,
                 self.log()
-            ),
-            || self.log().contains(needle).then_some(()),
-        );
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Sends a signal.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster, write_config};
-use cronstable_tests::{Proc, binary, lines, wait_for};
+use cronstable_tests::{Proc, binary, lines, wait_for, wait_for_state};
 use serde_json::Value;
 
 /// Waits until node `web`'s `/cluster` satisfies `pred`, and returns it.
@@ -15,11 +15,13 @@ fn wait_cluster(
     node: &cronstable_tests::Coordinator,
     pred: impl Fn(&Value) -> bool,
 ) -> Value {
-    let mut last = Value::Null;
-    wait_for(&format!("{what} (last /cluster: {last})"), || {
-        let v = cluster(node.web)?;
-        last = v.clone();
-        pred(&v).then_some(v)
+    wait_for_state(what, || {
+        let v = cluster(node.web).ok_or("no /cluster answer")?;
+        if pred(&v) {
+            Ok(v)
+        } else {
+            Err(format!("/cluster {v}"))
+        }
     })
 }
 
@@ -30,15 +32,28 @@ fn leader_is(v: &Value, name: &str) -> bool {
 /// A shim beside `coordinator` whose one job (every second, `policy`) appends its node's name
 /// to `$OUT`. Every node runs the same crontab, so the job sets agree.
 fn shim(dir: &Path, coordinator: &cronstable_tests::Coordinator, node: &str, policy: &str) -> Proc {
+    shim_with(dir, coordinator, node, &[("tick", policy)])
+}
+
+/// Like [`shim`], with several per-second jobs `(name, policy)`, each appending
+/// `$NODE $CRONSTABLE_JOB $CRONSTABLE_SCHEDULED_AT` to `$OUT`.
+fn shim_with(
+    dir: &Path,
+    coordinator: &cronstable_tests::Coordinator,
+    node: &str,
+    jobs: &[(&str, &str)],
+) -> Proc {
     let crontab = dir.join("crontab");
-    std::fs::write(
-        &crontab,
-        format!(
-            "# cronstable: name=tick clusterPolicy={policy} seconds=true\n\
-             * * * * * * echo \"$NODE $CRONSTABLE_SCHEDULED_AT\" >> \"$OUT\"\n"
-        ),
-    )
-    .unwrap();
+    let text: String = jobs
+        .iter()
+        .map(|(name, policy)| {
+            format!(
+                "# cronstable: name={name} clusterPolicy={policy} seconds=true\n\
+                 * * * * * * echo \"$NODE $CRONSTABLE_JOB $CRONSTABLE_SCHEDULED_AT\" >> \"$OUT\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(&crontab, text).unwrap();
     let mut cmd = Command::new(binary("cronstable-shim"));
     cmd.arg("--crontab")
         .arg(&crontab)
@@ -300,4 +315,128 @@ fn a_listener_that_cannot_bind_leaves_no_manager_and_the_coordinator_serves_on()
             .status,
         200
     );
+}
+
+/// Every node's run lines from `runs-<node>` files: `(node, job, scheduled_at)`.
+fn runs(dir: &Path, nodes: &[&str]) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for node in nodes {
+        for l in lines(&dir.join(format!("runs-{node}"))) {
+            let f: Vec<&str> = l.split(' ').collect();
+            if f.len() == 3 {
+                out.push((f[0].to_owned(), f[1].to_owned(), f[2].to_owned()));
+            }
+        }
+    }
+    out
+}
+
+fn all_agreed(v: &Value) -> bool {
+    v["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["status"] == "agreed")
+}
+
+#[test]
+fn dst_01_spread_gives_each_leader_job_one_owner_and_uses_several_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ClusterPlan::new(3, 69);
+    plan.extra = "  distribution: spread\n".into();
+    let files = ClusterFiles::write(dir.path(), &plan);
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let jobs: Vec<(String, &str)> = (0..8).map(|i| (format!("job-{i}"), "Leader")).collect();
+    let jobs: Vec<(&str, &str)> = jobs.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    let _shims: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| shim_with(dir.path(), c, &format!("n{}", i + 1), &jobs))
+        .collect();
+    for node in &nodes {
+        let v = wait_cluster("spread cluster agreed", node, |v| {
+            v["quorate"] == true && all_agreed(v)
+        });
+        assert!(v["leader"].is_null(), "no single leader under spread: {v}");
+        assert_eq!(v["distribution"], "spread");
+    }
+    // Past convergence, every firing of every job runs on exactly one node.
+    let names = ["n1", "n2", "n3"];
+    let settled = runs(dir.path(), &names).len();
+    wait_for("four more seconds of runs", || {
+        Some(()).filter(|()| runs(dir.path(), &names).len() >= settled + 8 * 4)
+    });
+    let mut owners: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    let mut per_firing: std::collections::BTreeMap<(String, String), usize> = Default::default();
+    let late: Vec<_> = runs(dir.path(), &names).into_iter().skip(settled).collect();
+    for (node, job, at) in &late {
+        owners.entry(job.clone()).or_default().insert(node.clone());
+        *per_firing.entry((job.clone(), at.clone())).or_default() += 1;
+    }
+    for (job, nodes) in &owners {
+        assert_eq!(nodes.len(), 1, "{job} ran on {nodes:?}");
+    }
+    for (firing, count) in &per_firing {
+        assert_eq!(*count, 1, "{firing:?} ran {count} times");
+    }
+    let used: std::collections::BTreeSet<_> = owners.values().flatten().collect();
+    assert!(used.len() >= 2, "spread used only {used:?}");
+}
+
+#[test]
+fn pol_prefer_leader_runs_on_the_lowest_reachable_node_and_moves_when_it_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 70));
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let mut shims: Vec<_> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| shim(dir.path(), c, &format!("n{}", i + 1), "PreferLeader"))
+        .collect();
+    for node in &nodes {
+        wait_cluster("agreed", node, |v| leader_is(v, "n1") && all_agreed(v));
+    }
+    let names = ["n1", "n2", "n3"];
+    let settled = runs(dir.path(), &names).len();
+    wait_for("three more runs", || {
+        Some(()).filter(|()| runs(dir.path(), &names).len() >= settled + 3)
+    });
+    let late: Vec<_> = runs(dir.path(), &names).into_iter().skip(settled).collect();
+    assert!(late.iter().all(|(n, _, _)| n == "n1"), "{late:?}");
+
+    // n1 dies: n2 is now the lowest reachable agreeing node and runs it.
+    shims.remove(0);
+    nodes[0].proc.signal(9);
+    wait_for("n2 to run the PreferLeader job", || {
+        Some(()).filter(|()| lines(&dir.path().join("runs-n2")).len() >= 2)
+    });
+    assert!(
+        lines(&dir.path().join("runs-n3")).is_empty(),
+        "n3 deferred to n2"
+    );
+}
+
+#[test]
+fn gsp_90_a_peer_with_another_distribution_is_a_policy_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = ClusterPlan::new(3, 73);
+    let files = ClusterFiles::write(dir.path(), &plan);
+    let mut spread = plan.clone();
+    spread.extra = "  distribution: spread\n".into();
+    let n3 = &files.nodes[2];
+    let peers = format!(
+        "    - host: \"{}\"\n    - host: \"{}\"\n",
+        files.nodes[0].peer_host(),
+        files.nodes[1].peer_host()
+    );
+    write_config(n3, &peers, &spread);
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let v = wait_cluster("the policy conflict", &nodes[0], |v| {
+        v["policy_conflict"] == true
+    });
+    assert_eq!(v["conflict"], true);
+    let policies = v["conflicting_policies"].to_string();
+    assert!(policies.contains("spread"), "{v}");
+    nodes[0].proc.wait_log("coordination policy conflict");
 }

@@ -2,9 +2,9 @@
 //! with the links between them cut and healed (issue 3; inventory GSP-50..56, GSP-120..123,
 //! MN-*: no wedge after a heal, no restarts). Needs root (`ip netns`); fails loudly without.
 
-use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
+use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster, write_config};
 use cronstable_tests::netns::Lab;
-use cronstable_tests::{Coordinator, binary, wait_for};
+use cronstable_tests::{Coordinator, binary, wait_for, wait_for_state};
 use serde_json::Value;
 
 struct Cluster {
@@ -31,10 +31,8 @@ fn summary(vs: &[Option<Value>]) -> String {
 /// Waits until each listed node reports its expected leader (`None`: not quorate, no leader)
 /// and at most one node claims leadership.
 fn settle(c: &Cluster, what: &str, expect: &[(usize, Option<&str>)]) {
-    let mut last = String::new();
-    wait_for(&format!("{what}; last: {last}"), || {
+    wait_for_state(what, || {
         let vs = views(&c.nodes);
-        last = summary(&vs);
         let ok = expect.iter().all(|(i, leader)| {
             vs[*i].as_ref().is_some_and(|v| match leader {
                 Some(l) => v["quorate"] == true && v["leader"] == *l,
@@ -46,7 +44,11 @@ fn settle(c: &Cluster, what: &str, expect: &[(usize, Option<&str>)]) {
             .flatten()
             .filter(|v| v["is_leader"] == true)
             .count();
-        (ok && claimants <= 1).then_some(())
+        if ok && claimants <= 1 {
+            Ok(())
+        } else {
+            Err(summary(&vs))
+        }
     });
 }
 
@@ -165,4 +167,54 @@ fn gsp_120_majority_minority_isolated_leader_and_bridge_all_heal_without_restart
             })
             .then_some(())
     });
+}
+
+#[test]
+fn gsp_32_33_a_node_listing_its_own_routable_address_recognises_it_at_runtime() {
+    let lab = Lab::new(72, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ClusterPlan::new(3, 0);
+    plan.hosts = Some(lab.hosts.iter().map(|h| h.ip.clone()).collect());
+    let files = ClusterFiles::write(dir.path(), &plan);
+    // n1 also lists its own routable address: not provably local at load (it is not a loopback
+    // address), so only the runtime instance_id check can recognise it.
+    let n1 = &files.nodes[0];
+    let peers: String = files
+        .nodes
+        .iter()
+        .map(|n| format!("    - host: \"{}\"\n", n.peer_host()))
+        .collect();
+    write_config(n1, &peers, &plan);
+    let nodes: Vec<_> = files
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            Coordinator::start_in(
+                lab.command(i, &binary("cronstable")),
+                n.config.clone(),
+                n.api(),
+                n.web(),
+            )
+        })
+        .collect();
+    let v = wait_for_state("n1 recognises itself and leads", || {
+        let v = cluster(nodes[0].web).ok_or("no answer")?;
+        let has_self = v["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["status"] == "self");
+        if has_self && v["leader"] == "n1" && v["quorate"] == true {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
+    });
+    // N excludes the self entry, so it matches what n2 and n3 declare: no size conflict.
+    assert_eq!(v["cluster_size"], 3, "{v}");
+    assert_eq!(v["size_conflict"], false, "{v}");
+    nodes[0].proc.wait_log("is this node itself");
+    let logged = nodes[0].proc.log().matches("is this node itself").count();
+    assert_eq!(logged, 1, "logged once (GSP-33)");
 }
