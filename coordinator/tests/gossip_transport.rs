@@ -284,3 +284,46 @@ async fn gsp_07_08_oversize_and_malformed_bodies_are_no_data_not_a_crash() {
         PollOutcome::Report(_)
     ));
 }
+
+/// Sends one request over a fresh mTLS connection and returns the status.
+async fn raw_status(host: &HostPort, tls: &ClientTls, method: &str, path: &str) -> u16 {
+    use http_body_util::Empty;
+    let tcp = tokio::net::TcpStream::connect(host.to_socket_addr_string())
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from(host.host.clone()).unwrap();
+    let stream = tokio_rustls::TlsConnector::from(tls.config.clone())
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(http::header::HOST, host.to_string())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    sender.send_request(req).await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn gsp_05_the_cluster_listener_serves_get_peer_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.33"])
+        .unwrap();
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.34"])
+        .unwrap();
+    let served = serve("127.0.0.34", &b, ServedBody::encode(&report("b"), &[])).await;
+    let tls = client(&a);
+    assert_eq!(raw_status(&served.host, &tls, "GET", "/peer").await, 200);
+    assert_eq!(raw_status(&served.host, &tls, "GET", "/cluster").await, 404);
+    assert_eq!(raw_status(&served.host, &tls, "GET", "/").await, 404);
+    assert_eq!(raw_status(&served.host, &tls, "POST", "/peer").await, 405);
+}

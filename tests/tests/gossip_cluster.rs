@@ -84,6 +84,13 @@ fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
         }
     }
     assert_eq!(cluster(nodes[0].web).unwrap()["is_leader"], true);
+    // GSP-05: /peer lives only on the mTLS listener, never on the web API.
+    assert_eq!(
+        cronstable_tests::http(nodes[0].web, "GET", "/peer")
+            .unwrap()
+            .status,
+        404
+    );
     assert_eq!(cluster(nodes[1].web).unwrap()["is_leader"], false);
 
     // The gate: a Leader job runs on n1 only.
