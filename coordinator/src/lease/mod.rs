@@ -15,6 +15,14 @@
 //! Stores never read the wall clock themselves except where the algorithm is defined on it (the
 //! Kubernetes `renewTime`, the filesystem expiry); they take it from [`crate::clock`].
 
+#[cfg(any(test, feature = "testkit"))]
+pub mod conformance;
+pub mod driver;
+#[cfg(any(test, feature = "testkit"))]
+pub mod memory;
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -78,6 +86,13 @@ pub trait LeaseStore: Send + 'static {
 
     /// The timing this store was configured with.
     fn timing(&self) -> LeaseTiming;
+
+    /// Checks, once before the first round, that the store can elect at all (the filesystem
+    /// lock-fidelity probe). An `Err` is the operator-facing reason, logged at ERROR and published
+    /// as [`crate::cluster::Election::NoManager`].
+    fn prepare(&mut self) -> impl Future<Output = Result<(), String>> + Send {
+        async { Ok(()) }
+    }
 
     /// One election round: read the lease; acquire it when free or expired, renew it when held
     /// by this node; report what was seen.
