@@ -74,7 +74,8 @@ pub enum RunError {
 fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBackend>, RunError> {
     match &config.cluster {
         None => Ok(Box::new(ElectionOffBackend::new(node_name))),
-        Some(cluster) => Err(RunError::BackendUnavailable(cluster.backend.to_string())),
+        Some(cluster) => lease::backend_for(cluster, node_name)
+            .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
     }
 }
 

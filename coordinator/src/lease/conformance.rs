@@ -16,6 +16,13 @@ use tokio::time::Instant;
 use super::{LeaseStore, LeaseTiming, driver};
 use crate::cluster::ClusterView;
 
+/// Serialises the real-clock suites (filesystem, etcd) within one test binary: on a small
+/// machine, five suites racing for two cores would turn scheduling delay into false failovers.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
+
 /// How a store under test is made and broken.
 pub trait Harness {
     /// The store's client type.
@@ -116,6 +123,32 @@ pub async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> b
     }
 }
 
+/// [`wait_until`] over `nodes`, dumping their `/cluster` blocks if it runs out.
+pub async fn wait_nodes(
+    what: &str,
+    limit: Duration,
+    nodes: &[Node],
+    mut cond: impl FnMut(&[Node]) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond(nodes) {
+            return start.elapsed();
+        }
+        if start.elapsed() > limit {
+            let dump: Vec<String> = nodes
+                .iter()
+                .map(|n| format!("{}: {}", n.name, n.view.borrow().status.to_json(&n.name)))
+                .collect();
+            panic!(
+                "timed out after {limit:?} waiting until {what}; views:\n{}",
+                dump.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn leaders(nodes: &[Node]) -> Vec<&str> {
     nodes
         .iter()
@@ -169,7 +202,7 @@ pub async fn fence_on_run_changes_on_takeover<H: Harness>(h: &H, timing: LeaseTi
     let dead = nodes.remove(first);
     dead.kill().await;
     let limit = timing.duration + Duration::from_secs(3);
-    wait_until("the survivor leads", limit, || nodes[0].leads()).await;
+    wait_nodes("the survivor leads", limit, &nodes, |n| n[0].leads()).await;
     let after = nodes[0]
         .run_fence()
         .expect("the new leader's RUN carries a fence");
@@ -190,8 +223,8 @@ pub async fn release_gives_immediate_takeover<H: Harness>(h: &H, timing: LeaseTi
         limit < timing.duration,
         "the test needs round_every < duration"
     );
-    let took = wait_until("the survivor leads after a release", limit, || {
-        nodes[0].leads()
+    let took = wait_nodes("the survivor leads after a release", limit, &nodes, |n| {
+        n[0].leads()
     })
     .await;
     for n in nodes {
@@ -200,15 +233,20 @@ pub async fn release_gives_immediate_takeover<H: Harness>(h: &H, timing: LeaseTi
     took
 }
 
-/// A holder that dies without releasing is replaced within ttl + 2 s.
+/// A holder that dies without releasing is replaced within ttl + 2 s (plus 300 ms for this
+/// check's own polling and scheduling: the filesystem's worst case at ttl 3 is exactly ttl + 2 s,
+/// a renew just before the death, the 1 s challenger margin, and a 1 s round cadence).
 pub async fn dead_holder_is_replaced<H: Harness>(h: &H, timing: LeaseTiming) -> Duration {
     let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| Node::start(h, n)).collect();
     let first = one_leader(&nodes, timing).await;
     nodes.remove(first).kill().await;
-    let limit = timing.duration + Duration::from_secs(2);
-    let took = wait_until("a survivor leads after the holder died", limit, || {
-        leaders(&nodes).len() == 1
-    })
+    let limit = timing.duration + Duration::from_millis(2_300);
+    let took = wait_nodes(
+        "a survivor leads after the holder died",
+        limit,
+        &nodes,
+        |n| leaders(n).len() == 1,
+    )
     .await;
     for n in nodes {
         n.stop().await;
@@ -223,7 +261,7 @@ pub async fn outage_fails_closed_then_recovers<H: Harness>(h: &H, timing: LeaseT
     one_leader(&nodes, timing).await;
     h.break_store();
     let limit = timing.duration + timing.round_timeout + Duration::from_millis(500);
-    wait_until("every node is not quorate", limit, || {
+    wait_nodes("every node is not quorate", limit, &nodes, |nodes| {
         nodes.iter().all(|n| {
             n.verdict(ClusterPolicy::Leader) == Verdict::Skip
                 && n.verdict(ClusterPolicy::PreferLeader) == Verdict::Run

@@ -18,8 +18,10 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;
+pub mod filesystem;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
+pub mod probe;
 #[cfg(test)]
 mod tests;
 
@@ -27,6 +29,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use crate::cluster::ClusterBackend;
+use crate::config::cluster::{Backend, ClusterConfig};
 
 /// How one lease backend is timed. The driver runs a round every `round_every`, gives each round
 /// at most `round_timeout`, and treats a won lease as valid for `duration` from the start of the
@@ -100,4 +105,16 @@ pub trait LeaseStore: Send + 'static {
 
     /// Gives up the lease if this node holds it, so another node can take over at once.
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+}
+
+/// The lease backend for `cluster`, when its backend is one this build elects through (etcd,
+/// filesystem); `None` for the others.
+pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn ClusterBackend>> {
+    match (cluster.backend, &cluster.filesystem) {
+        (Backend::Filesystem, Some(fs)) => Some(Box::new(driver::LeaseBackend::new(
+            filesystem::FilesystemStore::new(fs, node_name),
+            node_name,
+        ))),
+        _ => None,
+    }
 }
