@@ -95,7 +95,8 @@ impl State {
                 self.holder = obs.holder.clone();
                 self.block = obs.block;
                 if obs.held_by_me {
-                    self.view.lead_until = Some(start + duration.saturating_sub(SAFETY_MARGIN));
+                    let granted = obs.valid_for.map_or(duration, |v| v.min(duration));
+                    self.view.lead_until = Some(start + granted.saturating_sub(SAFETY_MARGIN));
                     self.view.fence = obs.fence;
                 } else {
                     self.view.lead_until = None;

@@ -174,6 +174,7 @@ impl FilesystemStore {
             fence: held_by_me.then(|| format!("fence:{}", lease.fence)),
             expiry_ms: lease.holder.as_ref().map(|_| lease.expiry_ms),
             block,
+            valid_for: None,
         }
     }
 }

@@ -144,6 +144,7 @@ impl MemoryStore {
             fence: held_by_me.then(|| format!("fence:{}", inner.fence)),
             expiry_ms: remaining.map(|r| crate::clock::now_ms() + millis(r)),
             block,
+            valid_for: None,
         }))
     }
 }

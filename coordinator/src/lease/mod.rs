@@ -18,6 +18,7 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;
+pub mod etcd;
 pub mod filesystem;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
@@ -65,6 +66,9 @@ pub struct LeaseObservation {
     pub expiry_ms: Option<i64>,
     /// The backend's `lease` block for `GET /cluster`, with the backend's own keys.
     pub block: Map<String, Value>,
+    /// The lease duration the store actually granted, when it may differ from the configured
+    /// one (etcd may grant less, LSE-E-05): leadership is bounded by the smaller of the two.
+    pub valid_for: Option<Duration>,
 }
 
 /// Why a round or a release failed. The message is shown on `/cluster` and logged.
@@ -108,13 +112,28 @@ pub trait LeaseStore: Send + 'static {
 }
 
 /// The lease backend for `cluster`, when its backend is one this build elects through (etcd,
-/// filesystem); `None` for the others.
+/// filesystem); `None` for the others. The etcd password is resolved here, from the process
+/// environment and files, because this is where the coordinator starts its backend.
 pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn ClusterBackend>> {
-    match (cluster.backend, &cluster.filesystem) {
-        (Backend::Filesystem, Some(fs)) => Some(Box::new(driver::LeaseBackend::new(
-            filesystem::FilesystemStore::new(fs, node_name),
-            node_name,
-        ))),
+    match cluster.backend {
+        Backend::Filesystem => {
+            let fs = cluster.filesystem.as_ref()?;
+            Some(Box::new(driver::LeaseBackend::new(
+                filesystem::FilesystemStore::new(fs, node_name),
+                node_name,
+            )))
+        }
+        Backend::Etcd => {
+            let etcd = cluster.etcd.as_ref()?;
+            let password = etcd.password.as_ref().map(|p| {
+                p.resolve(&|k| std::env::var(k).ok(), &|f| std::fs::read_to_string(f))
+                    .map_err(|e| e.to_string())
+            });
+            Some(Box::new(driver::LeaseBackend::new(
+                etcd::EtcdStore::new(etcd, node_name, password),
+                node_name,
+            )))
+        }
         _ => None,
     }
 }
