@@ -8,6 +8,8 @@
 // Real processes run on the real clock: std's Instant is the right one here.
 #![allow(clippy::disallowed_types)]
 
+pub mod lease;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
