@@ -20,10 +20,12 @@ need_pkg() { # command package: install it as root, or name it and stop
   fi
 }
 
-# protoc: the proto crate falls back to a vendored one, so only install it when we can.
-if ! command -v protoc >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  need_pkg protoc protobuf-compiler
-fi
+# protoc: the proto crate falls back to a vendored one, but etcd-client's build.rs needs a
+# real one on PATH.
+need_pkg protoc protobuf-compiler
+# A real etcd for the etcd lease backend's tests (they fail, not skip, without it).
+need_pkg etcd etcd-server
+need_pkg etcdctl etcd-client
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -82,7 +82,8 @@ fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBacken
             GossipSettings::from_config(cluster),
             node_name,
         ))),
-        Some(cluster) => Err(RunError::BackendUnavailable(cluster.backend.to_string())),
+        Some(cluster) => lease::backend_for(cluster, node_name)
+            .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
     }
 }
 

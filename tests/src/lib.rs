@@ -10,6 +10,7 @@
 
 pub mod gossip;
 pub mod netns;
+pub mod lease;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -15,10 +15,24 @@
 //! Stores never read the wall clock themselves except where the algorithm is defined on it (the
 //! Kubernetes `renewTime`, the filesystem expiry); they take it from [`crate::clock`].
 
+#[cfg(any(test, feature = "testkit"))]
+pub mod conformance;
+pub mod driver;
+pub mod etcd;
+pub mod filesystem;
+#[cfg(any(test, feature = "testkit"))]
+pub mod memory;
+pub mod probe;
+#[cfg(test)]
+mod tests;
+
 use std::future::Future;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
+
+use crate::cluster::ClusterBackend;
+use crate::config::cluster::{Backend, ClusterConfig};
 
 /// How one lease backend is timed. The driver runs a round every `round_every`, gives each round
 /// at most `round_timeout`, and treats a won lease as valid for `duration` from the start of the
@@ -52,6 +66,9 @@ pub struct LeaseObservation {
     pub expiry_ms: Option<i64>,
     /// The backend's `lease` block for `GET /cluster`, with the backend's own keys.
     pub block: Map<String, Value>,
+    /// The lease duration the store actually granted, when it may differ from the configured
+    /// one (etcd may grant less, LSE-E-05): leadership is bounded by the smaller of the two.
+    pub valid_for: Option<Duration>,
 }
 
 /// Why a round or a release failed. The message is shown on `/cluster` and logged.
@@ -79,10 +96,44 @@ pub trait LeaseStore: Send + 'static {
     /// The timing this store was configured with.
     fn timing(&self) -> LeaseTiming;
 
+    /// Checks, once before the first round, that the store can elect at all (the filesystem
+    /// lock-fidelity probe). An `Err` is the operator-facing reason, logged at ERROR and published
+    /// as [`crate::cluster::Election::NoManager`].
+    fn prepare(&mut self) -> impl Future<Output = Result<(), String>> + Send {
+        async { Ok(()) }
+    }
+
     /// One election round: read the lease; acquire it when free or expired, renew it when held
     /// by this node; report what was seen.
     fn campaign(&mut self) -> impl Future<Output = Result<LeaseObservation, LeaseError>> + Send;
 
     /// Gives up the lease if this node holds it, so another node can take over at once.
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+}
+
+/// The lease backend for `cluster`, when its backend is one this build elects through (etcd,
+/// filesystem); `None` for the others. The etcd password is resolved here, from the process
+/// environment and files, because this is where the coordinator starts its backend.
+pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn ClusterBackend>> {
+    match cluster.backend {
+        Backend::Filesystem => {
+            let fs = cluster.filesystem.as_ref()?;
+            Some(Box::new(driver::LeaseBackend::new(
+                filesystem::FilesystemStore::new(fs, node_name),
+                node_name,
+            )))
+        }
+        Backend::Etcd => {
+            let etcd = cluster.etcd.as_ref()?;
+            let password = etcd.password.as_ref().map(|p| {
+                p.resolve(&|k| std::env::var(k).ok(), &|f| std::fs::read_to_string(f))
+                    .map_err(|e| e.to_string())
+            });
+            Some(Box::new(driver::LeaseBackend::new(
+                etcd::EtcdStore::new(etcd, node_name, password),
+                node_name,
+            )))
+        }
+        _ => None,
+    }
 }

@@ -1,0 +1,284 @@
+//! The conformance suite every lease store passes (anchors habit 6): the same checks, through
+//! the real [`driver`](super::driver) and the real decision table, against the in-memory store
+//! (paused clock), the filesystem store and a real etcd (real clock).
+//!
+//! A store plugs in through a [`Harness`]: it makes contenders and can break and heal the store.
+//! Every check waits on tokio time only, so the same code runs on a paused clock (memory) and on
+//! the real one; a wait that runs out panics with what it was waiting for.
+
+use std::time::Duration;
+
+use cronstable_core::{ClusterPolicy, FiringKind, Reason, Verdict, decide};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{LeaseStore, LeaseTiming, driver};
+use crate::cluster::ClusterView;
+
+/// Serialises the real-clock suites (filesystem, etcd) within one test binary: on a small
+/// machine, five suites racing for two cores would turn scheduling delay into false failovers.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SERIAL.lock().await
+}
+
+/// How a store under test is made and broken.
+pub trait Harness {
+    /// The store's client type.
+    type Store: LeaseStore;
+    /// A new contender (one "process") for node `name`.
+    fn contender(&self, name: &str) -> Self::Store;
+    /// Makes the store unreachable for every contender.
+    fn break_store(&self);
+    /// Makes it reachable again.
+    fn heal_store(&self);
+}
+
+/// One running contender.
+pub struct Node {
+    /// Its node name.
+    pub name: String,
+    /// Its published view.
+    pub view: watch::Receiver<ClusterView>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Node {
+    /// Starts a contender of `h` named `name`.
+    pub fn start<H: Harness>(h: &H, name: &str) -> Node {
+        let (view, stop, task) = driver::spawn(h.contender(name), name);
+        Node {
+            name: name.to_owned(),
+            view,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Whether a scheduled Leader firing runs here now because this node leads (not because
+    /// election is off, as it is before the driver's first publish).
+    pub fn leads(&self) -> bool {
+        let view = self.view.borrow();
+        let d = decide(
+            ClusterPolicy::Leader,
+            FiringKind::Scheduled,
+            view.gate_for("job", Instant::now()),
+        );
+        d.verdict == Verdict::Run && d.reason == Reason::Leader
+    }
+
+    /// The verdict for a scheduled firing of a job with `policy`, now.
+    pub fn verdict(&self, policy: ClusterPolicy) -> Verdict {
+        let view = self.view.borrow();
+        decide(
+            policy,
+            FiringKind::Scheduled,
+            view.gate_for("job", Instant::now()),
+        )
+        .verdict
+    }
+
+    /// The fence a RUN of a Leader job carries now, as `CoordinatorState::should_run` computes it.
+    pub fn run_fence(&self) -> Option<String> {
+        let view = self.view.borrow();
+        let d = decide(
+            ClusterPolicy::Leader,
+            FiringKind::Scheduled,
+            view.gate_for("job", Instant::now()),
+        );
+        let run = d.verdict == Verdict::Run && d.reason == Reason::Leader;
+        run.then(|| view.fence().map(str::to_owned)).flatten()
+    }
+
+    /// Graceful stop: releases the lease, then returns.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// Sudden death: the task is dropped mid-flight, nothing is released.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// Polls `cond` every 50 ms of tokio time until it holds; returns how long that took, or panics
+/// naming `what` after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() <= limit,
+            "timed out after {limit:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// [`wait_until`] over `nodes`, dumping their `/cluster` blocks if it runs out.
+pub async fn wait_nodes(
+    what: &str,
+    limit: Duration,
+    nodes: &[Node],
+    mut cond: impl FnMut(&[Node]) -> bool,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        if cond(nodes) {
+            return start.elapsed();
+        }
+        if start.elapsed() > limit {
+            let dump: Vec<String> = nodes
+                .iter()
+                .map(|n| format!("{}: {}", n.name, n.view.borrow().status.to_json(&n.name)))
+                .collect();
+            panic!(
+                "timed out after {limit:?} waiting until {what}; views:\n{}",
+                dump.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn leaders(nodes: &[Node]) -> Vec<&str> {
+    nodes
+        .iter()
+        .filter(|n| n.leads())
+        .map(|n| n.name.as_str())
+        .collect()
+}
+
+/// Waits until exactly one of `nodes` leads and returns its index.
+pub async fn one_leader(nodes: &[Node], timing: LeaseTiming) -> usize {
+    let limit = timing.duration * 2 + timing.round_every * 2;
+    wait_until("exactly one node leads", limit, || {
+        leaders(nodes).len() == 1
+    })
+    .await;
+    nodes.iter().position(Node::leads).unwrap_or_default()
+}
+
+/// Three contenders: exactly one leads, and for two lease durations never more than one.
+pub async fn single_holder<H: Harness>(h: &H, timing: LeaseTiming) {
+    let nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| Node::start(h, n)).collect();
+    let first = one_leader(&nodes, timing).await;
+    let until = Instant::now() + timing.duration * 2;
+    while Instant::now() < until {
+        let now = leaders(&nodes);
+        assert!(now.len() <= 1, "two leaders at once: {now:?}");
+        assert!(
+            now.is_empty() || now == [nodes[first].name.as_str()],
+            "leadership moved without a failure: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
+/// A RUN carries the store's fence token, and a takeover changes it.
+pub async fn fence_on_run_changes_on_takeover<H: Harness>(h: &H, timing: LeaseTiming) {
+    let mut nodes: Vec<Node> = ["a", "b"].iter().map(|n| Node::start(h, n)).collect();
+    let first = one_leader(&nodes, timing).await;
+    let before = nodes[first]
+        .run_fence()
+        .expect("the leader's RUN carries a fence token");
+    let other = 1 - first;
+    assert_eq!(
+        nodes[other].run_fence(),
+        None,
+        "a follower hands out no fence"
+    );
+    let dead = nodes.remove(first);
+    dead.kill().await;
+    let limit = timing.duration + Duration::from_secs(3);
+    wait_nodes("the survivor leads", limit, &nodes, |n| n[0].leads()).await;
+    let after = nodes[0]
+        .run_fence()
+        .expect("the new leader's RUN carries a fence");
+    assert_ne!(before, after, "a takeover changes the fence token");
+    for n in nodes {
+        n.stop().await;
+    }
+}
+
+/// A graceful stop releases the lease: a survivor leads within about one round.
+pub async fn release_gives_immediate_takeover<H: Harness>(h: &H, timing: LeaseTiming) -> Duration {
+    let mut nodes: Vec<Node> = ["a", "b"].iter().map(|n| Node::start(h, n)).collect();
+    let first = one_leader(&nodes, timing).await;
+    nodes.remove(first).stop().await;
+    // One round cadence plus a round's latency: far less than the ttl a dead holder costs.
+    let limit = timing.round_every + Duration::from_millis(500);
+    assert!(
+        limit < timing.duration,
+        "the test needs round_every < duration"
+    );
+    let took = wait_nodes("the survivor leads after a release", limit, &nodes, |n| {
+        n[0].leads()
+    })
+    .await;
+    for n in nodes {
+        n.stop().await;
+    }
+    took
+}
+
+/// A holder that dies without releasing is replaced within ttl + 2 s (plus 300 ms for this
+/// check's own polling and scheduling: the filesystem's worst case at ttl 3 is exactly ttl + 2 s,
+/// a renew just before the death, the 1 s challenger margin, and a 1 s round cadence).
+pub async fn dead_holder_is_replaced<H: Harness>(h: &H, timing: LeaseTiming) -> Duration {
+    let mut nodes: Vec<Node> = ["a", "b", "c"].iter().map(|n| Node::start(h, n)).collect();
+    let first = one_leader(&nodes, timing).await;
+    nodes.remove(first).kill().await;
+    let limit = timing.duration + Duration::from_millis(2_300);
+    let took = wait_nodes(
+        "a survivor leads after the holder died",
+        limit,
+        &nodes,
+        |n| leaders(n).len() == 1,
+    )
+    .await;
+    for n in nodes {
+        n.stop().await;
+    }
+    took
+}
+
+/// A store outage: within one duration (plus a round) nobody is quorate, Leader skips and
+/// PreferLeader runs everywhere; when the store returns, one node leads again.
+pub async fn outage_fails_closed_then_recovers<H: Harness>(h: &H, timing: LeaseTiming) {
+    let nodes: Vec<Node> = ["a", "b"].iter().map(|n| Node::start(h, n)).collect();
+    one_leader(&nodes, timing).await;
+    h.break_store();
+    let limit = timing.duration + timing.round_timeout + Duration::from_millis(500);
+    wait_nodes("every node is not quorate", limit, &nodes, |nodes| {
+        nodes.iter().all(|n| {
+            n.verdict(ClusterPolicy::Leader) == Verdict::Skip
+                && n.verdict(ClusterPolicy::PreferLeader) == Verdict::Run
+                && n.verdict(ClusterPolicy::EveryNode) == Verdict::Run
+        })
+    })
+    .await;
+    h.heal_store();
+    one_leader(&nodes, timing).await;
+    let follower = nodes.iter().find(|n| !n.leads()).expect("two nodes");
+    wait_until(
+        "the follower defers PreferLeader again",
+        timing.duration,
+        || follower.verdict(ClusterPolicy::PreferLeader) == Verdict::Skip,
+    )
+    .await;
+    for n in nodes {
+        n.stop().await;
+    }
+}

@@ -1,0 +1,325 @@
+//! The generic lease driver: turns a [`LeaseStore`]'s campaign rounds into the node's
+//! [`ClusterView`] (LSE-01..09).
+//!
+//! One [`LeaseBackend`] runs per coordinator. Every `round_every` it runs one campaign round,
+//! bounded by `round_timeout`, and publishes what the round means:
+//!
+//! - a round that returned a lease (held or not) is store contact: the view is quorate until
+//!   round start + duration, with no margin (LSE-05; filesystem LSE-FS-07: only a returned lease
+//!   counts);
+//! - a round that won or renewed the lease makes this node leader until round start + duration −
+//!   [`SAFETY_MARGIN`] (LSE-04, LSE-FS-03). The `Instant` is taken *before* the round, so time
+//!   spent in the store only shortens leadership;
+//! - a [`LeaseError::StandDown`] round is contact but not leadership;
+//! - a failed or timed-out round changes nothing but the error: quorum and leadership lapse at
+//!   their deadlines, which [`ClusterView::gate_for`] checks at decision time, so a wedged store
+//!   call demotes this node on time with no I/O at all.
+//!
+//! On shutdown the driver releases the lease (bounded by `round_timeout`) so a survivor takes
+//! over at once instead of waiting out the ttl (LSE-08).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::time::{Instant, MissedTickBehavior};
+
+use super::{LeaseError, LeaseObservation, LeaseStore, SAFETY_MARGIN};
+use crate::cluster::{
+    BackendContext, ClusterBackend, ClusterView, Election, LeaseGate, ManagedView,
+};
+use crate::status::{ClusterStatus, LeaseStatus};
+
+/// A [`ClusterBackend`] that elects through a [`LeaseStore`].
+pub struct LeaseBackend<S: LeaseStore> {
+    store: S,
+    node_name: String,
+}
+
+impl<S: LeaseStore> LeaseBackend<S> {
+    /// A backend for the node `node_name` electing through `store`.
+    pub fn new(store: S, node_name: impl Into<String>) -> Self {
+        Self {
+            store,
+            node_name: node_name.into(),
+        }
+    }
+}
+
+impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
+    fn name(&self) -> &'static str {
+        self.store.backend_name()
+    }
+
+    fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        Box::pin(drive(self.store, self.node_name, ctx))
+    }
+}
+
+/// What the driver remembers between rounds.
+struct State {
+    me: String,
+    backend: &'static str,
+    view: ManagedView,
+    /// The last observation's lease block and holder, kept through failed rounds so `/cluster`
+    /// still shows what was last seen.
+    block: serde_json::Map<String, serde_json::Value>,
+    holder: Option<String>,
+    held: bool,
+    last_error: Option<String>,
+}
+
+impl State {
+    fn new(me: String, backend: &'static str) -> Self {
+        Self {
+            me,
+            backend,
+            view: ManagedView {
+                lease: Some(LeaseGate::default()),
+                ..ManagedView::default()
+            },
+            block: serde_json::Map::new(),
+            holder: None,
+            held: false,
+            last_error: None,
+        }
+    }
+
+    /// Applies one round that started at `start` and returned `result`.
+    fn apply(&mut self, start: Instant, duration: std::time::Duration, result: RoundResult) {
+        match result {
+            RoundResult::Observed(obs) => {
+                self.last_error = None;
+                self.contact(start, duration);
+                self.held = obs.held_by_me;
+                self.holder = obs.holder.clone();
+                self.block = obs.block;
+                if obs.held_by_me {
+                    let granted = obs.valid_for.map_or(duration, |v| v.min(duration));
+                    self.view.lead_until = Some(start + granted.saturating_sub(SAFETY_MARGIN));
+                    self.view.fence = obs.fence;
+                } else {
+                    self.view.lead_until = None;
+                    self.view.fence = None;
+                }
+            }
+            RoundResult::StandDown(why) => {
+                self.last_error = Some(why);
+                self.contact(start, duration);
+                self.held = false;
+                self.view.lead_until = None;
+                self.view.fence = None;
+                // Whoever holds it, it is not this node this round.
+                if self.holder.as_deref() == Some(self.me.as_str()) {
+                    self.holder = None;
+                }
+            }
+            RoundResult::Failed(why) => {
+                // No contact: quorum and leadership lapse at the deadlines already set.
+                tracing::warn!("cluster: {} election round failed: {why}", self.backend);
+                self.last_error = Some(why);
+            }
+        }
+        let (leader, gate_holder) = self.names();
+        self.view.leader = leader;
+        self.view.lease = Some(LeaseGate {
+            holder: gate_holder,
+        });
+    }
+
+    fn contact(&mut self, start: Instant, duration: std::time::Duration) {
+        self.view.quorate = true;
+        self.view.quorate_until = Some(start + duration);
+    }
+
+    /// The `leader` and the PreferLeader holder the gates read. A holder with this node's name
+    /// that is not this process (a duplicate nodeName, or this node's previous incarnation) must
+    /// not read as "me": the gates compare names, so it is published under a name that cannot
+    /// match (LSE-03, the lease is the fence, not the name).
+    fn names(&self) -> (Option<String>, Option<String>) {
+        match self.holder.as_deref() {
+            None => (None, None),
+            Some(_) if self.held => (Some(self.me.clone()), Some(self.me.clone())),
+            Some(h) if h == self.me => {
+                let other = format!("{h} (another instance)");
+                (Some(other.clone()), Some(other))
+            }
+            Some(h) => (Some(h.to_owned()), Some(h.to_owned())),
+        }
+    }
+
+    /// The view and status to publish at `now`.
+    fn publish(&self, now: Instant) -> ClusterView {
+        let mut status = LeaseStatus::new(self.backend);
+        let quorate = self.view.quorate_at(now);
+        status.quorate = quorate;
+        status.leader = if quorate { self.holder.clone() } else { None };
+        status.is_leader = self.view.leader_at(&self.me, now) == Some(self.me.as_str());
+        status.lease = self.block.clone();
+        status.last_error = self.last_error.clone();
+        let mut view = self.view.clone();
+        // Keep the flag in step with its deadline, so readers of the bare flag agree too.
+        view.quorate = quorate;
+        ClusterView {
+            node_name: self.me.clone(),
+            election: Election::Managed(view),
+            status: Arc::new(ClusterStatus::Lease(Box::new(status))),
+        }
+    }
+}
+
+/// A round's outcome, with a timeout folded into `Failed`.
+enum RoundResult {
+    Observed(LeaseObservation),
+    StandDown(String),
+    Failed(String),
+}
+
+/// Whether `view` leads and is quorate at `now`.
+fn roles(view: &ClusterView, now: Instant) -> (bool, bool) {
+    match &view.election {
+        Election::Managed(v) => (
+            v.leader_at(&view.node_name, now) == Some(view.node_name.as_str()),
+            v.quorate_at(now),
+        ),
+        _ => (false, false),
+    }
+}
+
+/// Logs leadership and quorum changes at INFO.
+fn log_transitions(before: (bool, bool), after: (bool, bool), view: &ClusterView, backend: &str) {
+    if before.1 != after.1 {
+        if after.1 {
+            tracing::info!("cluster: {backend} store reachable: quorate");
+        } else {
+            tracing::info!(
+                "cluster: {backend} store not read within one lease duration: not quorate"
+            );
+        }
+    }
+    if before.0 != after.0 {
+        if after.0 {
+            tracing::info!(
+                fence = view.fence().unwrap_or_default(),
+                "cluster: {backend} leadership acquired by {}",
+                view.node_name
+            );
+        } else {
+            tracing::info!("cluster: {backend} leadership lost by {}", view.node_name);
+        }
+    }
+}
+
+async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
+    let BackendContext {
+        view: tx,
+        shutdown: mut stop,
+        ..
+    } = ctx;
+    let timing = store.timing();
+    let backend = store.backend_name();
+    let mut state = State::new(me.clone(), backend);
+    // A store that refuses to start (the filesystem lock-fidelity probe) leaves the manager
+    // unbuilt: Leader fails closed and PreferLeader runs, until the operator fixes it.
+    let prepared = tokio::select! {
+        biased;
+        () = &mut stop => return,
+        r = tokio::time::timeout(timing.round_timeout, store.prepare()) => r,
+    };
+    let refusal = match prepared {
+        Ok(Ok(())) => None,
+        Ok(Err(reason)) => Some(reason),
+        Err(_) => Some(format!(
+            "cluster.backend {backend}: the store did not answer within {:?} at start",
+            timing.round_timeout
+        )),
+    };
+    if let Some(reason) = refusal {
+        tracing::error!("{reason}");
+        let mut status = LeaseStatus::new(backend);
+        status.last_error = Some(reason.clone());
+        tx.send_replace(ClusterView {
+            node_name: me,
+            election: Election::NoManager { reason },
+            status: Arc::new(ClusterStatus::Lease(Box::new(status))),
+        });
+        stop.await;
+        return;
+    }
+    tx.send_replace(state.publish(Instant::now()));
+
+    let mut ticker = tokio::time::interval(timing.round_every);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stop => break,
+            _ = ticker.tick() => {}
+        }
+        // Anchored before the round: the round's own latency eats into leadership, never adds.
+        let start = Instant::now();
+        let round = tokio::time::timeout(timing.round_timeout, store.campaign());
+        let result = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            r = round => match r {
+                Ok(Ok(obs)) => RoundResult::Observed(obs),
+                Ok(Err(LeaseError::StandDown(why))) => RoundResult::StandDown(why),
+                Ok(Err(LeaseError::Store(why))) => RoundResult::Failed(why),
+                Err(_) => RoundResult::Failed(format!(
+                    "no answer within the round timeout of {:?}",
+                    timing.round_timeout
+                )),
+            },
+        };
+        let now = Instant::now();
+        let before = roles(&tx.borrow(), now);
+        state.apply(start, timing.duration, result);
+        let next = state.publish(now);
+        log_transitions(before, roles(&next, now), &next, backend);
+        tx.send_replace(next);
+    }
+
+    // Stop leading before giving the lease up, so no RUN is handed out after the release.
+    state.held = false;
+    state.view.lead_until = None;
+    state.view.fence = None;
+    state.view.quorate = false;
+    state.last_error = Some("the coordinator is shutting down".into());
+    let (leader, holder) = state.names();
+    state.view.leader = leader;
+    state.view.lease = Some(LeaseGate { holder });
+    tx.send_replace(state.publish(Instant::now()));
+    match tokio::time::timeout(timing.round_timeout, store.release()).await {
+        Ok(Ok(())) => tracing::info!("cluster: {backend} lease released"),
+        Ok(Err(e)) => tracing::warn!("cluster: {backend} lease release failed: {e}"),
+        Err(_) => tracing::warn!(
+            "cluster: {backend} lease release timed out; the lease expires by itself"
+        ),
+    }
+}
+
+/// Drives a store directly: for the conformance suite and tests, which watch the view without a
+/// whole coordinator around it.
+pub fn spawn(
+    store: impl LeaseStore,
+    node_name: &str,
+) -> (
+    tokio::sync::watch::Receiver<ClusterView>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(ClusterView::election_off(node_name));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (job_tx, job_rx) = tokio::sync::watch::channel(Arc::default());
+    let ctx = BackendContext {
+        view: tx,
+        job_set: job_rx,
+        shutdown: Box::pin(async move {
+            let _ = stop_rx.await;
+            drop(job_tx);
+        }),
+    };
+    let task = tokio::spawn(drive(store, node_name.to_owned(), ctx));
+    (rx, stop_tx, task)
+}

@@ -1,0 +1,412 @@
+//! The etcd lease store (LSE-E-01..10) over etcd's native v3 gRPC API (`etcd-client`).
+//!
+//! One key, `electionName`, holds the leader's `nodeName`, bound to an etcd lease of `ttl`
+//! seconds. A round:
+//!
+//! 1. keeps this node's etcd lease alive (granting one if it has none; a keepalive that reports
+//!    TTL ≤ 0 means the lease is gone, so a fresh one is granted and the node campaigns anew,
+//!    LSE-E-06);
+//! 2. runs a create-if-absent transaction: `create_revision(key) == 0` → put the key bound to
+//!    the lease, else read the key (LSE-E-01). This node leads only while the key is bound to
+//!    *its own* lease id (LSE-E-02), whatever name the value carries;
+//! 3. refuses to lead when the server granted a TTL under the 3 s floor (LSE-E-07), with one
+//!    WARNING on the way down and one message on the way back.
+//!
+//! The server enforces the TTL and deletes the key when the holder's lease expires, so takeover
+//! is judged on etcd's clock. The fence token is `lease:<id>@<create_revision>`: the revision the
+//! key was created at, which changes on every takeover.
+//!
+//! Endpoints are tried in order (LSE-E-03): the store talks to one endpoint at a time and moves
+//! to the next when a request to it fails. Every request is bounded by the per-request budget
+//! `(ttl − ttl/3 − 1 s) / 5` (LSE-E-10). With `username`, the client authenticates at connect
+//! and refreshes an expired token by itself; an authentication error also drops the connection,
+//! so the next round authenticates afresh (LSE-E-04). A graceful release revokes the lease,
+//! which deletes the key at once (LSE-E-08).
+//!
+//! Not in this build: `cluster.etcd.tls` and `https://` endpoints (the store refuses to start
+//! with a clear message rather than talk plain text to a TLS endpoint).
+
+use std::time::Duration;
+
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn,
+    TxnOp, TxnOpResponse,
+};
+use serde_json::{Map, Value};
+
+use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming};
+use crate::clock;
+use crate::config::cluster::EtcdConfig;
+
+/// The TTL floor under which the fence collapses (LSE-E-07).
+pub const TTL_FLOOR: i64 = 3;
+
+/// Whether a failed request means etcd no longer has the lease (expired or revoked).
+fn is_lease_gone(e: &LeaseError) -> bool {
+    matches!(e, LeaseError::Store(m) if m.contains("lease not found"))
+}
+
+/// This node's etcd lease.
+struct Granted {
+    id: i64,
+    /// The TTL the server granted (seconds).
+    ttl: i64,
+    /// The open keepalive stream; reopened when it breaks.
+    keeper: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
+}
+
+/// An etcd lease contender.
+pub struct EtcdStore {
+    endpoints: Vec<String>,
+    election_name: String,
+    node_name: String,
+    ttl: u64,
+    budget: Duration,
+    user: Option<(String, String)>,
+    /// Why this store cannot run at all (a secret that does not resolve, TLS).
+    unusable: Option<String>,
+    timing: LeaseTiming,
+    /// The endpoint currently talked to.
+    at: usize,
+    client: Option<Client>,
+    lease: Option<Granted>,
+    below_floor: bool,
+}
+
+/// The cadence for a ttl: keepalive and campaign every ttl/3; a round may take that long.
+pub fn timing(ttl_secs: u64) -> LeaseTiming {
+    let ttl = Duration::from_secs(ttl_secs);
+    LeaseTiming {
+        round_every: ttl / 3,
+        round_timeout: ttl / 3,
+        duration: ttl,
+    }
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> LeaseError {
+    LeaseError::Store(format!("{what}: {e}"))
+}
+
+impl EtcdStore {
+    /// A contender for `node_name` configured by `config`. `password` is the resolved
+    /// `cluster.etcd.password` (`Err`: why it did not resolve; the store then refuses to start).
+    pub fn new(
+        config: &EtcdConfig,
+        node_name: &str,
+        password: Option<Result<String, String>>,
+    ) -> Self {
+        let mut unusable = None;
+        let user = match (&config.username, password) {
+            (Some(u), Some(Ok(p))) => Some((u.clone(), p)),
+            (Some(_), Some(Err(why))) => {
+                unusable = Some(format!("cluster.etcd.password: {why}"));
+                None
+            }
+            _ => None,
+        };
+        if config.tls.is_some() || config.endpoints.iter().any(|e| e.starts_with("https://")) {
+            unusable = Some(
+                "cluster.etcd: TLS (cluster.etcd.tls, https:// endpoints) is not supported by \
+                 this build of cronstable yet; use http:// endpoints on a trusted network"
+                    .to_owned(),
+            );
+        }
+        Self {
+            endpoints: config.endpoints.clone(),
+            election_name: config.election_name.clone(),
+            node_name: node_name.to_owned(),
+            ttl: config.ttl,
+            budget: config.renew_request_budget(),
+            user,
+            unusable,
+            timing: timing(config.ttl),
+            at: 0,
+            client: None,
+            lease: None,
+            below_floor: false,
+        }
+    }
+
+    /// The lease id this node holds now, if any.
+    pub fn lease_id(&self) -> Option<i64> {
+        self.lease.as_ref().map(|g| g.id)
+    }
+
+    async fn client(&mut self) -> Result<Client, LeaseError> {
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        let mut opts = ConnectOptions::new()
+            .with_timeout(self.budget)
+            .with_connect_timeout(self.budget)
+            .with_auto_token_refresh(true);
+        if let Some((u, p)) = &self.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        let endpoint = self.endpoints[self.at].clone();
+        let connect = Client::connect([endpoint.as_str()], Some(opts));
+        let client = tokio::time::timeout(self.budget, connect)
+            .await
+            .map_err(|_| err(&format!("connecting to {endpoint}"), "timed out"))?
+            .map_err(|e| err(&format!("connecting to {endpoint}"), e))?;
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets the connection after a failed request, and moves on to the next endpoint.
+    fn failed(&mut self, e: &etcd_client::Error) {
+        self.client = None;
+        if let Some(g) = &mut self.lease {
+            g.keeper = None;
+        }
+        let text = e.to_string();
+        if text.contains("lease not found") {
+            // The server dropped our lease: grant a new one next round (LSE-E-06).
+            self.lease = None;
+        }
+        if !self.endpoints.is_empty() {
+            self.at = (self.at + 1) % self.endpoints.len();
+        }
+    }
+
+    async fn request<T>(
+        &mut self,
+        what: &str,
+        fut: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, LeaseError> {
+        let endpoint = self.endpoints[self.at].clone();
+        match tokio::time::timeout(self.budget, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                self.failed(&e);
+                Err(err(&format!("{what} on {endpoint}"), e))
+            }
+            Err(_) => {
+                self.client = None;
+                if let Some(g) = &mut self.lease {
+                    g.keeper = None;
+                }
+                self.at = (self.at + 1) % self.endpoints.len();
+                Err(err(
+                    &format!("{what} on {endpoint}"),
+                    format!(
+                        "no answer within the per-request budget of {:?}",
+                        self.budget
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Keeps this node's lease alive, granting a fresh one when it has none or lost it.
+    /// Returns the lease id and the TTL the server honours.
+    async fn keep_lease(&mut self, client: &mut Client) -> Result<(i64, i64), LeaseError> {
+        if let Some(mut g) = self.lease.take() {
+            let alive = self.keepalive(client, &mut g).await;
+            match alive {
+                Ok(ttl) if ttl > 0 => {
+                    g.ttl = ttl;
+                    let out = (g.id, g.ttl);
+                    self.lease = Some(g);
+                    return Ok(out);
+                }
+                Ok(_) => tracing::info!(
+                    lease = g.id,
+                    "cluster: etcd lease expired or was revoked; granting a new one and \
+                     campaigning again"
+                ),
+                Err(e) => {
+                    // Keep the lease: it may still be alive on the server.
+                    self.lease = Some(g);
+                    return Err(e);
+                }
+            }
+        }
+        let ttl = i64::try_from(self.ttl).unwrap_or(i64::MAX);
+        let granted = self
+            .request("granting a lease", client.lease_grant(ttl, None))
+            .await?;
+        self.lease = Some(Granted {
+            id: granted.id(),
+            ttl: granted.ttl(),
+            keeper: None,
+        });
+        Ok((granted.id(), granted.ttl()))
+    }
+
+    async fn keepalive(&mut self, client: &mut Client, g: &mut Granted) -> Result<i64, LeaseError> {
+        if g.keeper.is_none() {
+            let id = g.id;
+            match self
+                .request("opening the lease keepalive", client.lease_keep_alive(id))
+                .await
+            {
+                Ok(pair) => g.keeper = Some(pair),
+                // The server no longer knows the lease: report it gone (TTL 0).
+                Err(e) if is_lease_gone(&e) => return Ok(0),
+                Err(e) => return Err(e),
+            }
+        }
+        let Some((keeper, stream)) = g.keeper.as_mut() else {
+            return Err(LeaseError::Store("no keepalive stream".into()));
+        };
+        let sent = tokio::time::timeout(self.budget, keeper.keep_alive()).await;
+        let answer = match sent {
+            Ok(Ok(())) => tokio::time::timeout(self.budget, stream.message()).await,
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(elapsed) => Err(elapsed),
+        };
+        match answer {
+            Ok(Ok(Some(resp))) => Ok(resp.ttl()),
+            Ok(Ok(None)) => {
+                g.keeper = None;
+                Err(LeaseError::Store(
+                    "the lease keepalive stream closed".into(),
+                ))
+            }
+            Ok(Err(e)) => {
+                g.keeper = None;
+                if e.to_string().contains("lease not found") {
+                    return Ok(0);
+                }
+                self.failed(&e);
+                Err(err("keeping the lease alive", e))
+            }
+            Err(_) => {
+                g.keeper = None;
+                self.client = None;
+                Err(err(
+                    "keeping the lease alive",
+                    format!("no answer within {:?}", self.budget),
+                ))
+            }
+        }
+    }
+
+    async fn round(&mut self) -> Result<LeaseObservation, LeaseError> {
+        let mut client = self.client().await?;
+        let (id, ttl) = self.keep_lease(&mut client).await?;
+        // LSE-E-07: under the floor the local deadline (ttl - 1 s) leaves no window to lead in.
+        if ttl < TTL_FLOOR {
+            if !self.below_floor {
+                tracing::warn!(
+                    "cluster: etcd granted a lease TTL of {ttl} s, below the {TTL_FLOOR} s floor: \
+                     the fence collapses, so Leader jobs fail closed until the TTL recovers \
+                     (check etcd's --min-lease-ttl and load)"
+                );
+                self.below_floor = true;
+            }
+            return Err(LeaseError::StandDown(format!(
+                "etcd granted a lease TTL of {ttl} s, below the {TTL_FLOOR} s floor"
+            )));
+        }
+        if self.below_floor {
+            tracing::info!("cluster: etcd lease TTL is {ttl} s again, at or above the floor");
+            self.below_floor = false;
+        }
+        let key = self.election_name.clone();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                self.node_name.clone(),
+                Some(PutOptions::new().with_lease(id)),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let resp = self
+            .request("the campaign transaction", client.txn(txn))
+            .await?;
+        let (held, holder, revision) = if resp.succeeded() {
+            let rev = resp.header().map_or(0, |h| h.revision());
+            (true, Some(self.node_name.clone()), rev)
+        } else {
+            let kv = resp.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+                _ => None,
+            });
+            match kv {
+                // Deleted between the compare and the get: nobody holds it this instant.
+                None => (false, None, 0),
+                Some(kv) => (
+                    kv.lease() == id,
+                    kv.value_str().ok().map(str::to_owned),
+                    kv.create_revision(),
+                ),
+            }
+        };
+        let ttl_d = Duration::from_secs(ttl.unsigned_abs());
+        let expiry_ms = held.then(|| clock::now_ms() + (ttl * 1000));
+        let mut block = Map::new();
+        block.insert(
+            "electionName".into(),
+            Value::String(self.election_name.clone()),
+        );
+        block.insert("identity".into(), Value::String(self.node_name.clone()));
+        block.insert(
+            "holder".into(),
+            holder.clone().map_or(Value::Null, Value::String),
+        );
+        block.insert(
+            "leaseId".into(),
+            if held { Value::from(id) } else { Value::Null },
+        );
+        block.insert(
+            "expiry".into(),
+            expiry_ms
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map_or(Value::Null, |t| Value::String(t.to_rfc3339())),
+        );
+        Ok(LeaseObservation {
+            held_by_me: held,
+            holder,
+            fence: held.then(|| format!("lease:{id}@{revision}")),
+            expiry_ms,
+            block,
+            valid_for: Some(ttl_d),
+        })
+    }
+}
+
+impl LeaseStore for EtcdStore {
+    fn backend_name(&self) -> &'static str {
+        "etcd"
+    }
+
+    fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    async fn prepare(&mut self) -> Result<(), String> {
+        if let Some(why) = &self.unusable {
+            return Err(format!("cluster.backend etcd: cannot start: {why}"));
+        }
+        tracing::info!(
+            "cluster: etcd election at {} (election={}, identity={}, ttl={}s, per-request budget \
+             {:?})",
+            self.endpoints.join(", "),
+            self.election_name,
+            self.node_name,
+            self.ttl,
+            self.budget
+        );
+        Ok(())
+    }
+
+    async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
+        self.round().await
+    }
+
+    async fn release(&mut self) -> Result<(), LeaseError> {
+        let Some(g) = self.lease.take() else {
+            return Ok(());
+        };
+        let mut client = self.client().await?;
+        self.request("revoking the lease", client.lease_revoke(g.id))
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+#[path = "etcd_tests.rs"]
+mod tests;

@@ -1,0 +1,193 @@
+//! An in-memory lease store for testing the driver and everything above it (anchors habit 6).
+//!
+//! A [`MemoryServer`] is the shared "store" (an `Arc<Mutex<..>>`); each contender gets a
+//! [`MemoryStore`] client from [`MemoryServer::client`]. Expiry runs on `tokio::time::Instant`,
+//! so tests with a paused clock drive it deterministically. The server models a fenced store
+//! with the filesystem's rules (fence counter bumped on every takeover, a challenger waits one
+//! [`SAFETY_MARGIN`] past expiry) and offers fault injection: [`MemoryServer::set_down`] (every
+//! call fails), [`MemoryServer::set_wedged`] (every call hangs forever, like an unresponsive
+//! mount) and [`MemoryServer::revoke`] (the lease vanishes out of band).
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, SAFETY_MARGIN};
+
+/// The shared in-memory store.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryServer {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// `<name>#<token>` and when the lease expires.
+    holder: Option<(String, Instant)>,
+    fence: u64,
+    down: bool,
+    wedged: bool,
+    next_token: u64,
+}
+
+impl MemoryServer {
+    /// A fresh store with no lease.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panicking test thread must not hide the store from the others.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A contender for node `name` with `timing`. Each client has its own token, like a process.
+    pub fn client(&self, name: &str, timing: LeaseTiming) -> MemoryStore {
+        let token = {
+            let mut inner = self.lock();
+            inner.next_token += 1;
+            format!("{:012x}", inner.next_token)
+        };
+        MemoryStore {
+            server: self.clone(),
+            name: name.to_owned(),
+            token,
+            timing,
+        }
+    }
+
+    /// Makes every call fail (`true`) or work again (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.lock().down = down;
+    }
+
+    /// Makes every call hang forever (`true`), or answer again (`false`).
+    pub fn set_wedged(&self, wedged: bool) {
+        self.lock().wedged = wedged;
+    }
+
+    /// Deletes the lease out of band (an operator, or a store that lost it).
+    pub fn revoke(&self) {
+        self.lock().holder = None;
+    }
+
+    /// The current holder's name (token stripped), expired or not.
+    pub fn holder(&self) -> Option<String> {
+        self.lock()
+            .holder
+            .as_ref()
+            .map(|(h, _)| strip_token(h).to_owned())
+    }
+
+    /// The fence counter.
+    pub fn fence(&self) -> u64 {
+        self.lock().fence
+    }
+}
+
+fn strip_token(holder: &str) -> &str {
+    holder.rsplit_once('#').map_or(holder, |(name, _)| name)
+}
+
+/// One contender's client of a [`MemoryServer`].
+#[derive(Debug)]
+pub struct MemoryStore {
+    server: MemoryServer,
+    name: String,
+    token: String,
+    timing: LeaseTiming,
+}
+
+impl MemoryStore {
+    fn me(&self) -> String {
+        format!("{}#{}", self.name, self.token)
+    }
+
+    fn round(&self) -> Option<Result<LeaseObservation, LeaseError>> {
+        let mut inner = self.server.lock();
+        if inner.wedged {
+            return None;
+        }
+        if inner.down {
+            return Some(Err(LeaseError::Store("memory store is down".into())));
+        }
+        let now = Instant::now();
+        let me = self.me();
+        let expires = now + self.timing.duration;
+        let held_by_me = match &inner.holder {
+            Some((h, _)) if *h == me => {
+                inner.holder = Some((me.clone(), expires));
+                true
+            }
+            Some((_, until)) if now < *until + SAFETY_MARGIN => false,
+            _ => {
+                inner.fence += 1;
+                inner.holder = Some((me.clone(), expires));
+                true
+            }
+        };
+        let (holder, until) = inner.holder.clone().unzip();
+        let holder = holder.map(|h| strip_token(&h).to_owned());
+        let mut block = Map::new();
+        block.insert("identity".into(), Value::String(self.name.clone()));
+        block.insert(
+            "holder".into(),
+            holder.clone().map_or(Value::Null, Value::String),
+        );
+        block.insert("fence".into(), Value::from(inner.fence));
+        let remaining = until.map(|u| u.saturating_duration_since(now));
+        Some(Ok(LeaseObservation {
+            held_by_me,
+            holder,
+            fence: held_by_me.then(|| format!("fence:{}", inner.fence)),
+            expiry_ms: remaining.map(|r| crate::clock::now_ms() + millis(r)),
+            block,
+            valid_for: None,
+        }))
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl LeaseStore for MemoryStore {
+    fn backend_name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
+        match self.round() {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn release(&mut self) -> Result<(), LeaseError> {
+        // The guard is dropped before any await: the future must stay Send.
+        let answer = {
+            let me = self.me();
+            let mut inner = self.server.lock();
+            if inner.wedged {
+                None
+            } else if inner.down {
+                Some(Err(LeaseError::Store("memory store is down".into())))
+            } else {
+                if inner.holder.as_ref().is_some_and(|(h, _)| *h == me) {
+                    inner.holder = None;
+                }
+                Some(Ok(()))
+            }
+        };
+        match answer {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+}

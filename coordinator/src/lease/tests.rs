@@ -1,0 +1,188 @@
+//! Driver tests on the in-memory store with a paused clock, and the conformance suite run
+//! against the in-memory store.
+
+use std::time::Duration;
+
+use cronstable_core::{ClusterPolicy, FiringKind, Reason, Verdict, decide};
+use tokio::time::Instant;
+
+use super::conformance::{self, Harness, Node, wait_until};
+use super::memory::{MemoryServer, MemoryStore};
+use super::{LeaseTiming, SAFETY_MARGIN};
+use crate::cluster::{ClusterView, Election};
+
+/// ttl 6 s: rounds every 2 s, each bounded by 1 s.
+const TIMING: LeaseTiming = LeaseTiming {
+    round_every: Duration::from_secs(2),
+    round_timeout: Duration::from_secs(1),
+    duration: Duration::from_secs(6),
+};
+
+struct Memory(MemoryServer);
+
+impl Harness for Memory {
+    type Store = MemoryStore;
+    fn contender(&self, name: &str) -> MemoryStore {
+        self.0.client(name, TIMING)
+    }
+    fn break_store(&self) {
+        self.0.set_down(true);
+    }
+    fn heal_store(&self) {
+        self.0.set_down(false);
+    }
+}
+
+fn memory() -> Memory {
+    Memory(MemoryServer::new())
+}
+
+fn verdict(view: &ClusterView, policy: ClusterPolicy, now: Instant) -> (Verdict, Reason) {
+    let d = decide(policy, FiringKind::Scheduled, view.gate_for("job", now));
+    (d.verdict, d.reason)
+}
+
+// === the conformance suite on the in-memory store ===
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_single_holder() {
+    conformance::single_holder(&memory(), TIMING).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_fence_on_run_changes_on_takeover() {
+    conformance::fence_on_run_changes_on_takeover(&memory(), TIMING).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_release_gives_immediate_takeover() {
+    let took = conformance::release_gives_immediate_takeover(&memory(), TIMING).await;
+    assert!(took <= TIMING.round_every, "took {took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_dead_holder_is_replaced() {
+    let took = conformance::dead_holder_is_replaced(&memory(), TIMING).await;
+    // The store lets a challenger in one margin after expiry; it notices on its next round.
+    assert!(
+        took <= TIMING.duration + SAFETY_MARGIN + TIMING.round_every,
+        "took {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_outage_fails_closed_then_recovers() {
+    conformance::outage_fails_closed_then_recovers(&memory(), TIMING).await;
+}
+
+// === driver behaviour the suite does not pin down ===
+
+#[tokio::test(start_paused = true)]
+async fn a_wedged_store_call_demotes_the_holder_at_its_local_deadline() {
+    let h = memory();
+    let a = Node::start(&h, "a");
+    wait_until("a leads", TIMING.duration, || a.leads()).await;
+    // Renewed just now: wedge the store, and keep the snapshot the driver last published.
+    tokio::time::sleep(TIMING.round_every).await;
+    let renewed = Instant::now();
+    h.0.set_wedged(true);
+    let snapshot = a.view.borrow().clone();
+    let Election::Managed(m) = &snapshot.election else {
+        panic!("a managed view")
+    };
+    let deadline = m.lead_until.expect("a holder has a local deadline");
+    assert!(deadline <= renewed + TIMING.duration - SAFETY_MARGIN);
+    // The snapshot alone, with no store call, stops leading at the deadline.
+    let just_before = deadline - Duration::from_millis(1);
+    assert_eq!(
+        verdict(&snapshot, ClusterPolicy::Leader, just_before).0,
+        Verdict::Run
+    );
+    assert_eq!(
+        verdict(&snapshot, ClusterPolicy::Leader, deadline),
+        (Verdict::Skip, Reason::NotLeader)
+    );
+    // The live view agrees once the clock gets there, although every round since then hung.
+    tokio::time::sleep_until(deadline).await;
+    assert!(!a.leads());
+    tokio::time::sleep_until(m.quorate_until.expect("a quorum deadline")).await;
+    assert_eq!(
+        verdict(&a.view.borrow(), ClusterPolicy::Leader, Instant::now()),
+        (Verdict::Skip, Reason::NoQuorum)
+    );
+    assert_eq!(a.verdict(ClusterPolicy::PreferLeader), Verdict::Run);
+    h.0.set_wedged(false);
+    wait_until("a leads again", TIMING.duration, || a.leads()).await;
+    a.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_defers_prefer_leader_to_the_holder_it_can_see() {
+    let h = memory();
+    let nodes = [Node::start(&h, "a"), Node::start(&h, "b")];
+    let first = conformance::one_leader(&nodes, TIMING).await;
+    let (leader, follower) = (&nodes[first], &nodes[1 - first]);
+    wait_until("the follower has read the holder", TIMING.duration, || {
+        follower.verdict(ClusterPolicy::PreferLeader) == Verdict::Skip
+    })
+    .await;
+    assert_eq!(leader.verdict(ClusterPolicy::PreferLeader), Verdict::Run);
+    assert_eq!(follower.verdict(ClusterPolicy::EveryNode), Verdict::Run);
+    let [a, b] = nodes;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_processes_sharing_a_name_never_both_lead() {
+    // LSE-03: the lease is the fence, not the name.
+    let h = memory();
+    let nodes = [Node::start(&h, "a"), Node::start(&h, "a")];
+    conformance::one_leader(&nodes, TIMING).await;
+    let until = Instant::now() + TIMING.duration * 2;
+    while Instant::now() < until {
+        assert!(!(nodes[0].leads() && nodes[1].leads()), "both lead");
+        assert_eq!(nodes.iter().filter(|n| n.leads()).count(), 1);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let [a, b] = nodes;
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_out_of_band_revoke_is_won_again_on_the_next_round() {
+    let h = memory();
+    let a = Node::start(&h, "a");
+    wait_until("a leads", TIMING.duration, || a.leads()).await;
+    let fence = h.0.fence();
+    h.0.revoke();
+    wait_until("a re-acquires the lease", TIMING.round_every * 2, || {
+        h.0.fence() == fence + 1 && a.leads()
+    })
+    .await;
+    a.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_status_block_is_the_lease_shape() {
+    let h = memory();
+    let a = Node::start(&h, "a");
+    wait_until("a leads", TIMING.duration, || a.leads()).await;
+    let json = a.view.borrow().status.to_json("a");
+    assert_eq!(json["backend"], "memory");
+    assert_eq!(json["quorate"], true);
+    assert_eq!(json["is_leader"], true);
+    assert_eq!(json["leader"], "a");
+    assert_eq!(json["cluster_size"], 1);
+    assert_eq!(json["quorum"], 1);
+    assert_eq!(json["lease"]["holder"], "a");
+    assert_eq!(json["last_error"], serde_json::Value::Null);
+    h.0.set_down(true);
+    tokio::time::sleep(TIMING.duration + TIMING.round_every).await;
+    let json = a.view.borrow().status.to_json("a");
+    assert_eq!(json["quorate"], false);
+    assert_eq!(json["is_leader"], false);
+    assert_eq!(json["last_error"], "memory store is down");
+    a.stop().await;
+}
