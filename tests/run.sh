@@ -26,6 +26,8 @@ need_pkg protoc protobuf-compiler
 # A real etcd for the etcd lease backend's tests (they fail, not skip, without it).
 need_pkg etcd etcd-server
 need_pkg etcdctl etcd-client
+# Network namespaces for the partition tests.
+need_pkg ip iproute2
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -91,6 +91,8 @@ pub struct Answer {
     pub retry_after: Duration,
     /// The cluster-wide firing key.
     pub firing_id: String,
+    /// The answering coordinator's node name.
+    pub node_name: String,
 }
 
 /// A handle on the coordinator. Cheap to clone; clones share one lazily-connected channel.
@@ -212,6 +214,7 @@ impl Coordinator {
             fence: r.fence,
             retry_after: Duration::from_millis(r.retry_after_ms.max(100)),
             firing_id: r.firing_id,
+            node_name: r.node_name,
         })
     }
 

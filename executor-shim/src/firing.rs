@@ -59,6 +59,8 @@ struct Gated {
     fence: Option<String>,
     firing_id: String,
     retry_after: Duration,
+    /// The node whose coordinator answered (empty when the shim decided alone).
+    node: String,
     /// True when the shim decided by itself (no coordinator answer).
     local: bool,
 }
@@ -103,6 +105,7 @@ impl FiringContext {
                     fence: None,
                     firing_id: String::new(),
                     retry_after: Duration::ZERO,
+                    node: String::new(),
                     local: true,
                 };
             }
@@ -115,6 +118,7 @@ impl FiringContext {
                 fence: a.fence,
                 firing_id: a.firing_id,
                 retry_after: a.retry_after,
+                node: a.node_name,
                 local: false,
             },
             Err(e) => {
@@ -141,6 +145,7 @@ impl FiringContext {
                     fence: None,
                     firing_id: firing_id(&self.job_set_id.borrow(), &job.name, at_ms),
                     retry_after: Duration::from_secs(1),
+                    node: String::new(),
                     local: true,
                 }
             }
@@ -177,6 +182,7 @@ pub fn firing_env(
     firing_id: &str,
     attempt: u32,
     fence: Option<&str>,
+    node: &str,
 ) -> BTreeMap<String, String> {
     let mut env = job.environment.clone();
     env.insert("CRONSTABLE_JOB".into(), job.name.clone());
@@ -188,6 +194,9 @@ pub fn firing_env(
     env.insert("CRONSTABLE_ATTEMPT".into(), attempt.to_string());
     if let Some(fence) = fence {
         env.insert("CRONSTABLE_FENCE".into(), fence.to_owned());
+    }
+    if !node.is_empty() {
+        env.insert("CRONSTABLE_NODE".into(), node.to_owned());
     }
     env
 }
@@ -328,6 +337,7 @@ async fn launch(
             &gate.firing_id,
             attempt,
             gate.fence.as_deref(),
+            &gate.node,
         ),
         timeout: job.timeout,
         // Forbid is enforced again under the supervisor's lock: firings that were asked at the
@@ -467,13 +477,14 @@ mod tests {
         let mut job = JobSpec::new("backup", "0 3 * * *", "./backup.sh");
         job.environment.insert("TARGET".into(), "s3".into());
         let at = Utc.with_ymd_and_hms(2026, 3, 5, 3, 0, 0).unwrap();
-        let env = firing_env(&job, at, "fid", 2, Some("fence-7"));
+        let env = firing_env(&job, at, "fid", 2, Some("fence-7"), "n1");
         assert_eq!(env["CRONSTABLE_JOB"], "backup");
         assert_eq!(env["CRONSTABLE_SCHEDULED_AT"], "2026-03-05T03:00:00Z");
         assert_eq!(env["CRONSTABLE_FIRING_ID"], "fid");
         assert_eq!(env["CRONSTABLE_ATTEMPT"], "2");
+        assert_eq!(env["CRONSTABLE_NODE"], "n1");
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
-        assert!(!firing_env(&job, at, "fid", 1, None).contains_key("CRONSTABLE_FENCE"));
+        assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
     }
 }

@@ -9,8 +9,8 @@
 #![allow(clippy::disallowed_types)]
 
 pub mod gossip;
-pub mod netns;
 pub mod lease;
+pub mod netns;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

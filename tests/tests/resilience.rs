@@ -208,7 +208,15 @@ fn validate_config_lists_every_error_and_exits_64() {
 #[test]
 fn the_demo_shows_firings_decisions_and_runs() {
     let mut cmd = Command::new(binary("cronstable"));
-    cmd.args(["demo", "--duration", "8", "--web-listen", "127.0.0.1:0"]);
+    cmd.args([
+        "demo",
+        "--nodes",
+        "1",
+        "--duration",
+        "8",
+        "--web-listen",
+        "127.0.0.1:0",
+    ]);
     let mut demo = Proc::spawn("demo", cmd);
     assert_eq!(demo.wait_exit(), Some(0), "{}", demo.log());
     let log = demo.log();
@@ -221,4 +229,24 @@ fn the_demo_shows_firings_decisions_and_runs() {
     ] {
         assert!(log.contains(needle), "demo log lacks {needle:?}:\n{log}");
     }
+}
+
+#[test]
+fn the_default_demo_is_a_three_node_gossip_cluster_that_elects_and_runs() {
+    let mut cmd = Command::new(binary("cronstable"));
+    cmd.args(["demo", "--duration", "25", "--web-listen", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null());
+    let mut demo = Proc::spawn("demo", cmd);
+    // One of the three in-process coordinators becomes leader; Leader jobs then run.
+    demo.wait_log("this node is now the leader");
+    demo.wait_log("cluster: quorum gained");
+    assert_eq!(demo.wait_exit(), Some(0), "{}", demo.log());
+    let log = demo.log();
+    assert!(log.contains("gossip manager started"), "{log}");
+    assert_eq!(
+        log.matches("this node is now the leader").count(),
+        1,
+        "exactly one leader in a healthy demo cluster:\n{log}"
+    );
+    assert!(!log.contains("ERROR"), "{log}");
 }

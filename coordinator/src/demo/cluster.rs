@@ -1,20 +1,25 @@
 //! `cronstable demo --nodes N`: a gossip cluster on this machine (inventory EX-01, in process).
 //!
 //! Mints a throwaway CA and one certificate per node, then starts N coordinators (gossip,
-//! `electLeader: true`, 2 s interval) and N shims with the demo crontab, all on loopback. Every
-//! few seconds it prints each node's view (`GET /cluster`): who leads, whether it is quorate,
-//! how many peers agree. Stop a node's view from leading by killing nothing here; instead try
-//! `curl` on the printed `/cluster` URLs, or run the multi-process tests for failover.
+//! `electLeader: true`, 2 s interval) and N shims, each node with its own copy of the demo
+//! crontab, all on loopback. Every few seconds it prints each node's view (`GET /cluster`: who
+//! leads, quorum, agreeing peers) and which node ran each job last. Commands on stdin try the
+//! failure modes: `stop NODE` and `start NODE` (leader loss, quorum loss), `drift NODE` and
+//! `undrift NODE` (a node whose job set differs).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context;
 use cronstable_shim::source::JobSource;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::{DEMO_CRONTAB, DemoArgs};
 use crate::config::Config;
@@ -26,8 +31,78 @@ use crate::listeners::{ApiListener, Listeners};
 /// The demo cluster's poll interval.
 const INTERVAL: Duration = Duration::from_secs(2);
 
-async fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0").await?.local_addr()?.port())
+/// The job `drift NODE` adds to that node's crontab only.
+const DRIFT_JOB: &str =
+    "\n# cronstable: name=only-here clusterPolicy=EveryNode\n* * * * * echo drifted\n";
+
+/// Which node ran each job last: job → (node, scheduled instant). Filled from the run log the
+/// demo's jobs append to.
+type LastRuns = Arc<Mutex<BTreeMap<String, (String, String)>>>;
+
+struct Node {
+    name: String,
+    config: Config,
+    crontab: PathBuf,
+    web_port: u16,
+    web: Option<SocketAddr>,
+    stop: Option<watch::Sender<bool>>,
+    tasks: Vec<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Node {
+    async fn start(&mut self) -> anyhow::Result<()> {
+        let api = TcpListener::bind("127.0.0.1:0").await?;
+        let preferred = SocketAddr::from(([127, 0, 0, 1], self.web_port));
+        let web = match TcpListener::bind(preferred).await {
+            Ok(l) => l,
+            Err(_) => TcpListener::bind("127.0.0.1:0").await?,
+        };
+        let listeners = Listeners {
+            api: ApiListener::Tcp(api),
+            web,
+        };
+        let api_url = listeners.api.url();
+        let web_addr = listeners.web_addr()?;
+        self.web_port = web_addr.port();
+        self.web = Some(web_addr);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let stopped = move || {
+            let mut rx = stop_rx.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let (config, name, stop) = (self.config.clone(), self.name.clone(), stopped());
+        self.tasks.push(tokio::spawn(async move {
+            crate::run(config, name, listeners, stop)
+                .await
+                .map_err(anyhow::Error::from)
+        }));
+        let mut shim =
+            cronstable_shim::ShimConfig::new(JobSource::Crontab(self.crontab.clone()), api_url);
+        shim.executor_id = format!("{}-shim", self.name);
+        let stop = stopped();
+        self.tasks.push(tokio::spawn(async move {
+            let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
+            let _keep = reload_tx;
+            cronstable_shim::run(shim, stop, reload_rx)
+                .await
+                .map_err(anyhow::Error::from)
+        }));
+        self.stop = Some(stop_tx);
+        Ok(())
+    }
+
+    async fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        self.web = None;
+        for t in self.tasks.drain(..) {
+            t.await.context("a demo task failed")??;
+        }
+        Ok(())
+    }
 }
 
 /// Runs an N-node gossip demo until `shutdown` or the duration.
@@ -38,42 +113,47 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let n = args.nodes;
     anyhow::ensure!(
-        n >= 3,
-        "--nodes {n}: a gossip cluster needs at least 3 nodes (with 2, election is strictly worse \
-         than a single replica)"
+        (3..=26).contains(&n),
+        "--nodes {n}: a gossip demo runs 3 to 26 nodes (with 2, election is strictly worse than \
+         a single replica)"
     );
     let dir = scratch.join(format!("cronstable-demo-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let crontab = dir.join("crontab");
-    std::fs::write(&crontab, DEMO_CRONTAB)
-        .with_context(|| format!("writing {}", crontab.display()))?;
+    let runs_log = dir.join("runs.log");
+    // Every job also appends `<job> <node> <instant>` to one log, for the who-ran-what view.
+    let crontab_text = DEMO_CRONTAB.to_owned()
+        + &format!(
+            "\n# cronstable: name=record-leader clusterPolicy=Leader seconds=true\n\
+         */3 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
+         # cronstable: name=record-prefer-leader clusterPolicy=PreferLeader seconds=true\n\
+         */4 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
+         # cronstable: name=record-every-node clusterPolicy=EveryNode seconds=true\n\
+         */6 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n",
+            log = runs_log.display()
+        );
 
     let ca = TestCa::try_new("cronstable demo CA")?;
     let names: Vec<String> = (0..n)
-        .map(|i| format!("cronstable-{}", (b'a' + (i % 26) as u8) as char))
+        .map(|i| format!("cronstable-{}", (b'a' + i as u8) as char))
         .collect();
     let mut peer_ports = Vec::new();
     for _ in 0..n {
-        peer_ports.push(free_port().await?);
+        peer_ports.push(TcpListener::bind("127.0.0.1:0").await?.local_addr()?.port());
     }
-    println!("cronstable demo: a {n}-node gossip cluster on this machine (mTLS, electLeader)");
-    println!("  crontab  {}", crontab.display());
-    println!(
-        "  certs    {} (a throwaway CA made for this demo)",
-        dir.display()
-    );
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
-    let mut tasks = Vec::new();
-    let mut webs = Vec::new();
+    // `--web-listen` sets the first node's HTTP port; the others count up from it (port 0:
+    // every node takes a free one).
+    let base_port = args
+        .web_listen
+        .parse::<SocketAddr>()
+        .map(|a| a.port())
+        .unwrap_or(8080);
+    let mut nodes = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        let tls = ca.write_node(&dir.join(name), name, &["127.0.0.1", "localhost"])?;
+        let home = dir.join(name);
+        let tls = ca.write_node(&home, name, &["127.0.0.1", "localhost"])?;
+        let crontab = home.join("crontab");
+        std::fs::write(&crontab, &crontab_text)
+            .with_context(|| format!("writing {}", crontab.display()))?;
         let peers = (0..n)
             .filter(|&j| j != i)
             .map(|j| PeerConfig {
@@ -94,63 +174,46 @@ pub async fn run(
             }),
             ..Config::default()
         };
-        let api = TcpListener::bind("127.0.0.1:0").await?;
-        let preferred = format!("127.0.0.1:{}", 8080 + i);
-        let web = match TcpListener::bind(&preferred).await {
-            Ok(l) => l,
-            Err(_) => TcpListener::bind("127.0.0.1:0").await?,
-        };
-        let listeners = Listeners {
-            api: ApiListener::Tcp(api),
-            web,
-        };
-        let api_url = listeners.api.url();
-        let web_addr = listeners.web_addr()?;
-        println!("  {name}  http://{web_addr}/cluster");
-        webs.push((name.clone(), web_addr));
-        let node = name.clone();
-        let stop = stopped();
-        tasks.push(tokio::spawn(async move {
-            crate::run(config, node, listeners, stop)
-                .await
-                .map_err(anyhow::Error::from)
-        }));
-        let mut shim =
-            cronstable_shim::ShimConfig::new(JobSource::Crontab(crontab.clone()), api_url);
-        shim.executor_id = format!("{}-shim", names[i]);
-        let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
-        let stop = stopped();
-        tasks.push(tokio::spawn(async move {
-            let _keep = reload_tx;
-            cronstable_shim::run(shim, stop, reload_rx)
-                .await
-                .map_err(anyhow::Error::from)
-        }));
+        nodes.push(Node {
+            name: name.clone(),
+            config,
+            crontab,
+            web_port: if base_port == 0 {
+                0
+            } else {
+                base_port.saturating_add(i as u16)
+            },
+            web: None,
+            stop: None,
+            tasks: Vec::new(),
+        });
     }
-    println!("  Leader jobs run on the elected node only; watch the views below (Ctrl-C stops)\n");
-
-    let report = async {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            let mut line = Vec::new();
-            for (name, web) in &webs {
-                line.push(match cluster_view(*web).await {
-                    Some(v) => format!(
-                        "{name}: leader={} quorate={} agreed={}/{}",
-                        v["leader"].as_str().unwrap_or("-"),
-                        v["quorate"],
-                        v["peers"]
-                            .as_array()
-                            .map_or(0, |p| p.iter().filter(|p| p["status"] == "agreed").count()),
-                        v["peers"].as_array().map_or(0, Vec::len),
-                    ),
-                    None => format!("{name}: no answer"),
-                });
-            }
-            println!("views | {}", line.join(" | "));
+    println!("cronstable demo: a {n}-node gossip cluster on this machine (mTLS, electLeader)");
+    println!(
+        "  files    {} (crontabs, and certificates from a throwaway CA)",
+        dir.display()
+    );
+    for node in &mut nodes {
+        node.start().await?;
+        if let Some(web) = node.web {
+            println!("  {}  http://{web}/cluster", node.name);
         }
-    };
+    }
+    println!(
+        "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
+         EveryNode everywhere. Type a command and Enter to try a failure:\n  \
+         stop cronstable-a     the leader goes away; another node takes over within ~2 rounds\n  \
+         stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
+         start cronstable-a    it rejoins and leads again\n  \
+         drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
+         undrift cronstable-c  back in agreement\n\
+         Ctrl-C stops the demo.\n"
+    );
+
+    let last_runs: LastRuns = Arc::default();
+    let nodes = Arc::new(tokio::sync::Mutex::new(nodes));
+    let report = report_views(nodes.clone(), runs_log, last_runs);
+    let commands = read_commands(nodes.clone(), crontab_text);
     let limit = async {
         match args.duration {
             Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
@@ -161,14 +224,114 @@ pub async fn run(
         _ = shutdown => {}
         _ = limit => {}
         () = report => {}
+        r = commands => r?,
     }
-    let _ = stop_tx.send(true);
-    for t in tasks {
-        t.await.context("a demo task failed")??;
+    for node in nodes.lock().await.iter_mut() {
+        node.stop().await?;
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!("cronstable demo stopped");
     Ok(())
+}
+
+/// Applies `stop|start|drift|undrift NODE` lines from stdin until stdin closes (then idles).
+async fn read_commands(
+    nodes: Arc<tokio::sync::Mutex<Vec<Node>>>,
+    crontab_text: String,
+) -> anyhow::Result<()> {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let mut words = line.split_whitespace();
+        let (Some(verb), Some(target)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let mut nodes = nodes.lock().await;
+        let Some(node) = nodes.iter_mut().find(|n| n.name == target) else {
+            println!("no node {target}; the nodes are cronstable-a, cronstable-b, …");
+            continue;
+        };
+        match verb {
+            "stop" if node.stop.is_some() => {
+                node.stop().await?;
+                println!("stopped {target} (its coordinator and its shim)");
+            }
+            "start" if node.stop.is_none() => {
+                node.start().await?;
+                println!("started {target}");
+            }
+            "drift" => {
+                std::fs::write(&node.crontab, format!("{crontab_text}{DRIFT_JOB}"))?;
+                println!("{target}'s crontab gained a job; its shim re-registers within 2 s");
+            }
+            "undrift" => {
+                std::fs::write(&node.crontab, &crontab_text)?;
+                println!("{target}'s crontab restored");
+            }
+            _ => println!("try: stop|start|drift|undrift NODE"),
+        }
+    }
+    std::future::pending().await
+}
+
+/// Every 5 s: each node's view, and who ran each recording job last.
+async fn report_views(
+    nodes: Arc<tokio::sync::Mutex<Vec<Node>>>,
+    runs_log: PathBuf,
+    last_runs: LastRuns,
+) {
+    let mut every = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        every.tick().await;
+        let webs: Vec<(String, Option<SocketAddr>)> = nodes
+            .lock()
+            .await
+            .iter()
+            .map(|n| (n.name.clone(), n.web))
+            .collect();
+        println!("── views");
+        for (name, web) in webs {
+            let view = match web {
+                None => "stopped".to_owned(),
+                Some(web) => match cluster_view(web).await {
+                    None => "no answer".to_owned(),
+                    Some(v) => {
+                        let peers = v["peers"].as_array().cloned().unwrap_or_default();
+                        let statuses: Vec<String> = peers
+                            .iter()
+                            .map(|p| {
+                                format!(
+                                    "{}={}",
+                                    p["node_name"]
+                                        .as_str()
+                                        .or(p["host"].as_str())
+                                        .unwrap_or("?"),
+                                    p["status"].as_str().unwrap_or("?")
+                                )
+                            })
+                            .collect();
+                        format!(
+                            "leader={} quorate={} peers: {}",
+                            v["leader"].as_str().unwrap_or("none"),
+                            v["quorate"],
+                            statuses.join(" ")
+                        )
+                    }
+                },
+            };
+            println!("   {name}: {view}");
+        }
+        let log = std::fs::read_to_string(&runs_log).unwrap_or_default();
+        let mut last = last_runs.lock().unwrap_or_else(PoisonError::into_inner);
+        for line in log.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if let [job, node, at] = f[..] {
+                last.insert(job.to_owned(), (node.to_owned(), at.to_owned()));
+            }
+        }
+        for (job, (node, at)) in last.iter() {
+            println!("   {job:<22} last ran on {node} for {at}");
+        }
+    }
 }
 
 /// `GET /cluster` on a local node, with a short timeout; `None` when it does not answer.

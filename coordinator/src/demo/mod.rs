@@ -3,7 +3,8 @@
 //! run as it happens. Everything is real (gRPC over a socket, `/bin/sh` processes); nothing
 //! outside the machine is needed.
 //!
-//! `cronstable demo --nodes 3` runs a local gossip cluster instead ([`cluster`]).
+//! By default it runs a local three-node gossip cluster instead ([`cluster`]); `--nodes 1`
+//! runs the single node described here.
 
 pub mod cluster;
 
@@ -24,12 +25,13 @@ pub struct DemoArgs {
     /// Stop after this many seconds (default: run until Ctrl-C).
     #[arg(long, value_name = "SECONDS")]
     pub duration: Option<u64>,
-    /// Where the coordinator's HTTP API listens (falls back to a free port if taken).
+    /// Where the coordinator's HTTP API listens (falls back to a free port if taken). In a
+    /// cluster demo this is the first node's; the others count up from its port.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub web_listen: String,
-    /// Run a local gossip cluster of this many nodes (each a coordinator and a shim, over real
-    /// mTLS with a throwaway CA) instead of a single node. Odd sizes of 3 or more.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// How many nodes: 3 or more runs a local gossip cluster (each node a coordinator and a
+    /// shim, over real mTLS with a throwaway CA); 1 runs a single node with election off.
+    #[arg(long, default_value_t = 3, value_name = "N")]
     pub nodes: usize,
 }
 
@@ -58,7 +60,7 @@ pub async fn run(
     scratch: &std::path::Path,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    if args.nodes > 1 {
+    if args.nodes != 1 {
         return cluster::run(args, scratch, shutdown).await;
     }
     let dir = scratch.join(format!("cronstable-demo-{}", std::process::id()));
