@@ -536,3 +536,6 @@ impl LeaseStore for KubernetesStore {
     }
 }
 
+#[cfg(test)]
+#[path = "kubernetes_tests.rs"]
+mod tests;

@@ -1,8 +1,8 @@
 //! An in-process fake of the apiserver's Lease REST API, for tests: no real apiserver can be run
 //! on the machines this project is built on.
 //!
-//! It serves, on `127.0.0.1:<ephemeral>` over plain HTTP/1.1, what the Kubernetes store uses and
-//! behaves the way the real API does for it:
+//! It serves, on `127.0.0.1:<ephemeral>` over HTTP/1.1 (plain, or TLS with a given
+//! certificate), what the Kubernetes store uses, and behaves the way the real API does for it:
 //!
 //! - `GET    /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}` → 200 Lease | 404;
 //! - `POST   /apis/coordination.k8s.io/v1/namespaces/{ns}/leases` → 201 | 409 AlreadyExists;
@@ -15,7 +15,8 @@
 //! - an optional bearer token (401 Unauthorized otherwise).
 //!
 //! Faults: [`FakeApiServer::set_down`] drops every connection unanswered (an unreachable
-//! apiserver), and [`FakeApiServer::set_delay`] holds each answer back (a slow one).
+//! apiserver), [`FakeApiServer::set_delay`] holds each answer back (a slow one), and
+//! [`FakeApiServer::race_next_get`] slips a write in between a reader's GET and its PUT.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -41,6 +42,7 @@ struct Inner {
     delay_ms: AtomicU64,
     token: Mutex<Option<String>>,
     requests: AtomicU64,
+    race_next_get: AtomicBool,
 }
 
 /// A running fake apiserver; it stops when dropped.
@@ -48,6 +50,7 @@ pub struct FakeApiServer {
     addr: SocketAddr,
     inner: Arc<Inner>,
     task: tokio::task::JoinHandle<()>,
+    scheme: &'static str,
 }
 
 impl Drop for FakeApiServer {
@@ -57,14 +60,37 @@ impl Drop for FakeApiServer {
 }
 
 impl FakeApiServer {
-    /// Starts one on an ephemeral loopback port.
+    /// Starts one on an ephemeral loopback port, plain HTTP.
     pub async fn start() -> Self {
+        Self::start_with(None).await
+    }
+
+    /// Starts one serving HTTPS with the PEM certificate chain and key (the in-cluster shape).
+    pub async fn start_tls(cert_pem: &str, key_pem: &str) -> Self {
+        use rustls::pki_types::pem::PemObject;
+        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("a PEM chain");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes())
+            .expect("a PEM key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("a server identity");
+        Self::start_with(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await
+    }
+
+    async fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind the fake apiserver");
         let addr = listener.local_addr().expect("its address");
         let inner = Arc::new(Inner::default());
         let shared = inner.clone();
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let task = tokio::spawn(async move {
             loop {
                 let Ok((tcp, _)) = listener.accept().await else {
@@ -76,23 +102,42 @@ impl FakeApiServer {
                     continue;
                 }
                 let inner = shared.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| {
                         let inner = inner.clone();
                         async move { Ok::<_, Infallible>(serve(&inner, req).await) }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tcp), svc)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        None => {
+                            let _ = http.serve_connection(TokioIo::new(tcp), svc).await;
+                        }
+                        Some(acceptor) => {
+                            if let Ok(stream) = acceptor.accept(tcp).await {
+                                let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                            }
+                        }
+                    }
                 });
             }
         });
-        Self { addr, inner, task }
+        Self {
+            addr,
+            inner,
+            task,
+            scheme,
+        }
     }
 
-    /// `http://127.0.0.1:<port>`, for `cluster.kubernetes.apiServer`.
+    /// `http(s)://127.0.0.1:<port>`, for `cluster.kubernetes.apiServer`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
     }
 
     /// Requires `Authorization: Bearer <token>` from now on.
@@ -126,6 +171,12 @@ impl FakeApiServer {
         f(lease);
         let rv = self.inner.version.fetch_add(1, Ordering::SeqCst) + 1;
         lease["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+    }
+
+    /// After answering the next GET, bumps that Lease's resourceVersion as if another writer
+    /// got in between: the reader's next PUT then meets a 409 Conflict.
+    pub fn race_next_get(&self) {
+        self.inner.race_next_get.store(true, Ordering::SeqCst);
     }
 
     /// How many requests were answered.
@@ -231,9 +282,16 @@ async fn serve(inner: &Inner, req: Request<Incoming>) -> Response<Full<bytes::By
 }
 
 fn get(inner: &Inner, ns: &str, name: &str) -> Response<Full<bytes::Bytes>> {
-    let leases = inner.leases.lock().unwrap();
-    match leases.get(&(ns.to_owned(), name.to_owned())) {
-        Some(l) => reply(StatusCode::OK, l),
+    let mut leases = inner.leases.lock().unwrap();
+    match leases.get_mut(&(ns.to_owned(), name.to_owned())) {
+        Some(l) => {
+            let answer = reply(StatusCode::OK, l);
+            if inner.race_next_get.swap(false, Ordering::SeqCst) {
+                let rv = inner.version.fetch_add(1, Ordering::SeqCst) + 1;
+                l["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+            }
+            answer
+        }
         None => not_found(name),
     }
 }
