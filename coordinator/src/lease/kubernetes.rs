@@ -257,17 +257,18 @@ impl KubernetesStore {
         let duration_ms = i64::try_from(self.timing.duration.as_millis()).unwrap_or(i64::MAX);
         // Shown only: the holder's renewTime on its clock plus its duration.
         let expiry_ms = if held {
-            Some(now_ms + duration_ms)
+            Some(now_ms.saturating_add(duration_ms))
         } else if holder.is_some() {
+            // The record's values are the remote writer's: saturate rather than trust them.
+            let secs = spec["leaseDurationSeconds"]
+                .as_i64()
+                .unwrap_or(duration_ms / 1000);
             spec["renewTime"]
                 .as_str()
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| {
                     t.timestamp_millis()
-                        + 1000
-                            * spec["leaseDurationSeconds"]
-                                .as_i64()
-                                .unwrap_or(duration_ms / 1000)
+                        .saturating_add(secs.saturating_mul(1000))
                 })
         } else {
             None

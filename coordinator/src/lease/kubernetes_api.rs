@@ -26,6 +26,9 @@ use tokio_rustls::TlsConnector;
 
 use crate::config::cluster::KubernetesConfig;
 
+/// The largest answer read from the apiserver.
+const MAX_BODY: usize = 1 << 20;
+
 /// Where in-cluster credentials live in every pod.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -229,8 +232,8 @@ where
         .await
         .map_err(|e| format!("request failed: {e}"))?;
     let status = resp.status();
-    let body = resp
-        .into_body()
+    // A Lease is a few hundred bytes; a server that sends megabytes is not one to trust.
+    let body = http_body_util::Limited::new(resp.into_body(), MAX_BODY)
         .collect()
         .await
         .map_err(|e| format!("reading the answer failed: {e}"))?
