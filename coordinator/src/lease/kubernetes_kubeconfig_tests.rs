@@ -162,3 +162,47 @@ async fn a_rotated_ca_file_rebuilds_the_client_after_it_loads() {
     );
     assert!(!s.rotation_warned);
 }
+
+#[tokio::test]
+async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
+    use crate::cluster::{BackendContext, ClusterView};
+    use crate::config::cluster::{Backend, ClusterConfig};
+    let fake = FakeApiServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_kubeconfig(dir.path(), &fake.url(), "", "    token: t\n");
+    let cluster = ClusterConfig {
+        backend: Backend::Kubernetes,
+        kubernetes: Some(kube(path)),
+        ..ClusterConfig::default()
+    };
+    let backend = crate::lease::backend_for(&cluster, "a").expect("kubernetes is built in");
+    assert_eq!(backend.name(), "kubernetes");
+    let (tx, mut rx) = tokio::sync::watch::channel(ClusterView::election_off("a"));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (_job_tx, job_rx) = tokio::sync::watch::channel(std::sync::Arc::default());
+    let ctx = BackendContext {
+        view: tx,
+        job_set: job_rx,
+        shutdown: Box::pin(async move {
+            let _ = stop_rx.await;
+        }),
+    };
+    let task = tokio::spawn(backend.run(ctx));
+    let view = rx
+        .wait_for(|v| v.status.to_json("a")["is_leader"] == true)
+        .await
+        .unwrap()
+        .clone();
+    let status = view.status.to_json("a");
+    assert_eq!(status["backend"], "kubernetes");
+    assert_eq!(status["lease"]["holder"], "a");
+    assert_eq!(status["lease"]["namespace"], NS);
+    assert!(view.fence().is_some_and(|f| f.contains('@')));
+    stop_tx.send(()).unwrap();
+    task.await.unwrap();
+    assert_eq!(
+        fake.lease(NS, NAME).unwrap()["spec"]["holderIdentity"],
+        "",
+        "a graceful shutdown releases the lease (LSE-08)"
+    );
+}
