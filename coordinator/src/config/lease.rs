@@ -77,6 +77,37 @@ fn nonblank(ctx: &mut Ctx<'_>, path: &str, value: Option<&String>, hint: &str) -
     }
 }
 
+/// Checks a Kubernetes object name: a DNS-1123 subdomain (`dots`, at most 253) or label (a
+/// namespace, at most 63): lower-case letters, digits and `-`, alphanumeric at both ends.
+fn dns_name(ctx: &mut Ctx<'_>, path: &str, value: Option<&String>, max: usize, dots: bool) {
+    let Some(v) = value.filter(|v| !v.trim().is_empty()) else {
+        return;
+    };
+    let allowed =
+        |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.');
+    let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if v.len() > max
+        || !v.chars().all(allowed)
+        || !ends_ok(v.chars().next())
+        || !ends_ok(v.chars().last())
+    {
+        let what = if dots {
+            "a DNS-1123 subdomain"
+        } else {
+            "a DNS-1123 label"
+        };
+        ctx.error(
+            path,
+            format!(
+                "{v:?} is not a valid Kubernetes name: it must be {what} (lower-case letters, \
+                 digits and '-'{}, starting and ending with a letter or digit, at most {max} \
+                 characters)",
+                if dots { ", '.'" } else { "" }
+            ),
+        );
+    }
+}
+
 fn kubernetes(ctx: &mut Ctx<'_>, raw: Option<&RawKubernetes>) -> KubernetesConfig {
     const P: &str = "cluster.kubernetes";
     let mut k = KubernetesConfig::default();
@@ -95,6 +126,22 @@ fn kubernetes(ctx: &mut Ctx<'_>, raw: Option<&RawKubernetes>) -> KubernetesConfi
         &format!("{P}.leaseNamespace"),
         r.lease_namespace.as_ref(),
         "leave it out for the pod's own namespace",
+    );
+    // The two names go into the Lease's URL path: anything the apiserver would reject (or a
+    // `/` that would change the path) is a ConfigError here, not a 404 at run time.
+    dns_name(
+        ctx,
+        &format!("{P}.leaseName"),
+        Some(&k.lease_name),
+        253,
+        true,
+    );
+    dns_name(
+        ctx,
+        &format!("{P}.leaseNamespace"),
+        k.lease_namespace.as_ref(),
+        63,
+        false,
     );
     k.identity = nonblank(
         ctx,

@@ -20,6 +20,10 @@ pub mod conformance;
 pub mod driver;
 pub mod etcd;
 pub mod filesystem;
+pub mod kubernetes;
+pub mod kubernetes_api;
+#[cfg(any(test, feature = "testkit"))]
+pub mod kubernetes_fake;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod probe;
@@ -111,9 +115,10 @@ pub trait LeaseStore: Send + 'static {
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }
 
-/// The lease backend for `cluster`, when its backend is one this build elects through (etcd,
-/// filesystem); `None` for the others. The etcd password is resolved here, from the process
-/// environment and files, because this is where the coordinator starts its backend.
+/// The lease backend for `cluster`, when its backend is one this build elects through
+/// (kubernetes, etcd, filesystem); `None` for the others. The etcd password and the Kubernetes
+/// in-cluster variables are read here, from the process environment, because this is where the
+/// coordinator starts its backend: the stores themselves never read the environment.
 pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn ClusterBackend>> {
     match cluster.backend {
         Backend::Filesystem => {
@@ -131,6 +136,18 @@ pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn C
             });
             Some(Box::new(driver::LeaseBackend::new(
                 etcd::EtcdStore::new(etcd, node_name, password),
+                node_name,
+            )))
+        }
+        Backend::Kubernetes => {
+            let k8s = cluster.kubernetes.as_ref()?;
+            let env = kubernetes_api::K8sEnv {
+                service_host: std::env::var("KUBERNETES_SERVICE_HOST").ok(),
+                service_port: std::env::var("KUBERNETES_SERVICE_PORT").ok(),
+                ..kubernetes_api::K8sEnv::default()
+            };
+            Some(Box::new(driver::LeaseBackend::new(
+                kubernetes::KubernetesStore::new(k8s, node_name, env),
                 node_name,
             )))
         }
