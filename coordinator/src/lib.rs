@@ -53,6 +53,24 @@ use crate::state::CoordinatorState;
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The process environment as the binary read it. The library consults it (`fromEnvVar`
+/// secrets, the in-cluster Kubernetes service address) but never reads the environment itself,
+/// so tests and embedders decide exactly what it sees.
+#[derive(Debug, Clone, Default)]
+pub struct Environment(std::sync::Arc<std::collections::BTreeMap<String, String>>);
+
+impl Environment {
+    /// An environment holding `vars` (the binary passes `std::env::vars()`).
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        Self(std::sync::Arc::new(vars.into_iter().collect()))
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0.get(key).cloned()
+    }
+}
+
 /// Why the coordinator could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -77,14 +95,18 @@ pub enum RunError {
 }
 
 /// Picks the backend for `config`. Without a cluster section every node runs every job.
-fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBackend>, RunError> {
+fn backend_for(
+    config: &Config,
+    node_name: &str,
+    env: &Environment,
+) -> Result<Box<dyn ClusterBackend>, RunError> {
     match &config.cluster {
         None => Ok(Box::new(ElectionOffBackend::new(node_name))),
         Some(cluster) if cluster.backend == Backend::Gossip => Ok(Box::new(GossipBackend::new(
             GossipSettings::from_config(cluster),
             node_name,
         ))),
-        Some(cluster) => lease::backend_for(cluster, node_name)
+        Some(cluster) => lease::backend_for(cluster, node_name, env)
             .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
     }
 }
@@ -94,10 +116,11 @@ fn backend_for(config: &Config, node_name: &str) -> Result<Box<dyn ClusterBacken
 pub async fn run(
     config: Config,
     node_name: String,
+    env: Environment,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let backend = backend_for(&config, &node_name)?;
+    let backend = backend_for(&config, &node_name, &env)?;
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let state = CoordinatorState::new(view_rx);
     let (stop_tx, stop_rx) = watch::channel(false);

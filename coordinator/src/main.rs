@@ -143,7 +143,10 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        match run(loaded.config, node_name, listeners, shutdown_signal()).await {
+        // The binary is the one place that reads the environment.
+        #[allow(clippy::disallowed_methods)]
+        let env = cronstable_coordinator::Environment::from_vars(std::env::vars());
+        match run(loaded.config, node_name, env, listeners, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!("{e}");

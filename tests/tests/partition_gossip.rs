@@ -12,6 +12,7 @@ use cronstable_tests::partition::{Bench, Rng, RunTimes, generate, nemesis_schedu
 
 #[test]
 fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
+    #[allow(clippy::disallowed_methods)] // a test's own knob, not library code
     let seed = std::env::var("CRONSTABLE_PARTITION_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -74,7 +74,7 @@ impl Node {
         };
         let (config, name, stop) = (self.config.clone(), self.name.clone(), stopped());
         self.tasks.push(tokio::spawn(async move {
-            crate::run(config, name, listeners, stop)
+            crate::run(config, name, crate::Environment::default(), listeners, stop)
                 .await
                 .map_err(anyhow::Error::from)
         }));

@@ -105,6 +105,7 @@ pub async fn run(
     let coordinator = tokio::spawn(crate::run(
         Config::default(),
         "demo-node".into(),
+        crate::Environment::default(),
         listeners,
         stopped(),
     ));

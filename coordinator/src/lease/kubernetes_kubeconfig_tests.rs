@@ -175,7 +175,8 @@ async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
         kubernetes: Some(kube(path)),
         ..ClusterConfig::default()
     };
-    let backend = crate::lease::backend_for(&cluster, "a").expect("kubernetes is built in");
+    let backend = crate::lease::backend_for(&cluster, "a", &crate::Environment::default())
+        .expect("kubernetes is built in");
     assert_eq!(backend.name(), "kubernetes");
     let (tx, mut rx) = tokio::sync::watch::channel(ClusterView::election_off("a"));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -116,10 +116,13 @@ pub trait LeaseStore: Send + 'static {
 }
 
 /// The lease backend for `cluster`, when its backend is one this build elects through
-/// (kubernetes, etcd, filesystem); `None` for the others. The etcd password and the Kubernetes
-/// in-cluster variables are read here, from the process environment, because this is where the
-/// coordinator starts its backend: the stores themselves never read the environment.
-pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn ClusterBackend>> {
+/// (kubernetes, etcd, filesystem); `None` for the others. The etcd password's `fromEnvVar` and
+/// the Kubernetes in-cluster variables come from `env`, the environment the binary passed in.
+pub fn backend_for(
+    cluster: &ClusterConfig,
+    node_name: &str,
+    env: &crate::Environment,
+) -> Option<Box<dyn ClusterBackend>> {
     match cluster.backend {
         Backend::Filesystem => {
             let fs = cluster.filesystem.as_ref()?;
@@ -131,7 +134,7 @@ pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn C
         Backend::Etcd => {
             let etcd = cluster.etcd.as_ref()?;
             let password = etcd.password.as_ref().map(|p| {
-                p.resolve(&|k| std::env::var(k).ok(), &|f| std::fs::read_to_string(f))
+                p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
                     .map_err(|e| e.to_string())
             });
             Some(Box::new(driver::LeaseBackend::new(
@@ -141,13 +144,13 @@ pub fn backend_for(cluster: &ClusterConfig, node_name: &str) -> Option<Box<dyn C
         }
         Backend::Kubernetes => {
             let k8s = cluster.kubernetes.as_ref()?;
-            let env = kubernetes_api::K8sEnv {
-                service_host: std::env::var("KUBERNETES_SERVICE_HOST").ok(),
-                service_port: std::env::var("KUBERNETES_SERVICE_PORT").ok(),
+            let k8s_env = kubernetes_api::K8sEnv {
+                service_host: env.get("KUBERNETES_SERVICE_HOST"),
+                service_port: env.get("KUBERNETES_SERVICE_PORT"),
                 ..kubernetes_api::K8sEnv::default()
             };
             Some(Box::new(driver::LeaseBackend::new(
-                kubernetes::KubernetesStore::new(k8s, node_name, env),
+                kubernetes::KubernetesStore::new(k8s, node_name, k8s_env),
                 node_name,
             )))
         }
