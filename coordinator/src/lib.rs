@@ -3,7 +3,9 @@
 //!
 //! The binary (`cronstable`) parses arguments and calls [`run`] with a loaded [`config::Config`],
 //! bound [`listeners::Listeners`] and a shutdown future. Nothing in this library reads
-//! environment variables or exits the process.
+//! environment variables or exits the process, with one exception: starting the etcd backend
+//! resolves `cluster.etcd.password` from its `fromEnvVar` or `fromFile` source
+//! ([`lease::backend_for`]).
 //!
 //! # Layout
 //!

@@ -278,7 +278,7 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
             () = &mut stop => break,
             r = round => match r {
                 Ok(Ok(obs)) => RoundResult::Observed(obs),
-                Ok(Err(LeaseError::StandDown(why))) => RoundResult::StandDown(why),
+                Ok(Err(e @ LeaseError::StandDown(_))) => RoundResult::StandDown(e.to_string()),
                 Ok(Err(LeaseError::Store(why))) => RoundResult::Failed(why),
                 Err(_) => RoundResult::Failed(format!(
                     "no answer within the round timeout of {:?}",

@@ -448,3 +448,7 @@ impl LeaseStore for EtcdStore {
 #[cfg(test)]
 #[path = "etcd_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "etcd_cluster_tests.rs"]
+mod cluster_tests;

@@ -6,7 +6,8 @@
 //! with the filesystem's rules (fence counter bumped on every takeover, a challenger waits one
 //! [`SAFETY_MARGIN`] past expiry) and offers fault injection: [`MemoryServer::set_down`] (every
 //! call fails), [`MemoryServer::set_wedged`] (every call hangs forever, like an unresponsive
-//! mount) and [`MemoryServer::revoke`] (the lease vanishes out of band).
+//! mount), [`MemoryServer::set_stand_down`] (the store answers but refuses leadership) and
+//! [`MemoryServer::revoke`] (the lease vanishes out of band).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -29,6 +30,7 @@ struct Inner {
     fence: u64,
     down: bool,
     wedged: bool,
+    stand_down: Option<String>,
     next_token: u64,
 }
 
@@ -66,6 +68,12 @@ impl MemoryServer {
     /// Makes every call hang forever (`true`), or answer again (`false`).
     pub fn set_wedged(&self, wedged: bool) {
         self.lock().wedged = wedged;
+    }
+
+    /// Makes every campaign answer [`LeaseError::StandDown`] with `why` (`None`: normal again),
+    /// like a store that answers but must not be led through (an etcd TTL under the floor).
+    pub fn set_stand_down(&self, why: Option<&str>) {
+        self.lock().stand_down = why.map(str::to_owned);
     }
 
     /// Deletes the lease out of band (an operator, or a store that lost it).
@@ -112,6 +120,9 @@ impl MemoryStore {
         }
         if inner.down {
             return Some(Err(LeaseError::Store("memory store is down".into())));
+        }
+        if let Some(why) = &inner.stand_down {
+            return Some(Err(LeaseError::StandDown(why.clone())));
         }
         let now = Instant::now();
         let me = self.me();

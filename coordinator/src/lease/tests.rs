@@ -186,3 +186,27 @@ async fn the_status_block_is_the_lease_shape() {
     assert_eq!(json["last_error"], "memory store is down");
     a.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stand_down_round_keeps_the_view_quorate_but_not_leading() {
+    let h = memory();
+    let a = Node::start(&h, "a");
+    wait_until("a leads", TIMING.duration, || a.leads()).await;
+    h.0.set_stand_down(Some("granted TTL 2 s is below the floor"));
+    wait_until("a stands down", TIMING.round_every * 2, || !a.leads()).await;
+    // Still in contact with the store: quorate, so Leader skips as not-leader, not no-quorum.
+    tokio::time::sleep(TIMING.duration * 2).await;
+    assert_eq!(
+        verdict(&a.view.borrow(), ClusterPolicy::Leader, Instant::now()),
+        (Verdict::Skip, Reason::NotLeader)
+    );
+    let json = a.view.borrow().status.to_json("a");
+    assert_eq!(json["quorate"], true);
+    assert_eq!(
+        json["last_error"],
+        "standing down this round: granted TTL 2 s is below the floor"
+    );
+    h.0.set_stand_down(None);
+    wait_until("a leads again", TIMING.duration, || a.leads()).await;
+    a.stop().await;
+}
