@@ -2,10 +2,9 @@
 //! firing, whether this node runs it.
 //!
 //! The binary (`cronstable`) parses arguments and calls [`run`] with a loaded [`config::Config`],
-//! bound [`listeners::Listeners`] and a shutdown future. Nothing in this library reads
-//! environment variables or exits the process, with one exception: starting the etcd backend
-//! resolves `cluster.etcd.password` from its `fromEnvVar` or `fromFile` source
-//! ([`lease::backend_for`]).
+//! bound [`listeners::Listeners`], the process [`Environment`] it read, and a shutdown future.
+//! Nothing in this library reads environment variables or exits the process: a `fromEnvVar`
+//! secret and the Kubernetes in-cluster address are looked up in the [`Environment`] passed in.
 //!
 //! # Layout
 //!
