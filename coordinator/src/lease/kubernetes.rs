@@ -467,7 +467,7 @@ impl KubernetesStore {
         match fresh.and_then(|api| library.map(|lib| (api, lib))) {
             Ok((fresh, library)) => {
                 tracing::info!(
-                    "cluster: kubernetes TLS files changed on disk; the apiserver client was \
+                    "cluster: kubernetes credential files changed on disk; the apiserver client was \
                      rebuilt ({})",
                     fresh.source
                 );
@@ -477,7 +477,7 @@ impl KubernetesStore {
             }
             Err(e) if !self.rotation_warned => {
                 tracing::warn!(
-                    "cluster: kubernetes TLS files changed but do not load yet ({e}); keeping \
+                    "cluster: kubernetes credential files changed but do not load yet ({e}); keeping \
                      the previous client and retrying"
                 );
                 self.rotation_warned = true;

@@ -129,8 +129,8 @@ pub struct ApiClient {
     pub default_namespace: String,
     /// Where the credentials came from, for the start log line.
     pub source: String,
-    /// The CA / client certificate files this client was built from, with their bytes, so the
-    /// store can notice an in-place rotation (ROT-03).
+    /// The credential files this client was built from (kubeconfig, CA, client certificate and
+    /// key), with their bytes, so the store can notice an in-place rotation (ROT-03).
     pub tls_files: Vec<(PathBuf, Vec<u8>)>,
 }
 

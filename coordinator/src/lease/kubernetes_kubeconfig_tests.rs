@@ -42,7 +42,25 @@ both_clients!(
     https_with_the_kubeconfig_ca_and_a_client_certificate,
     in_cluster_https_uses_the_service_variables_and_ca,
     a_rotated_ca_file_rebuilds_the_client_after_it_loads,
+    a_rewritten_kubeconfig_is_picked_up,
 );
+
+async fn a_rewritten_kubeconfig_is_picked_up(lib: ClientLibrary) {
+    let fake = FakeApiServer::start().await;
+    fake.require_token("one");
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_kubeconfig(dir.path(), &fake.url(), "", "    token: one\n");
+    let mut s = KubernetesStore::new(&kube_with(path, lib), "a", K8sEnv::default()).with_timing(T);
+    s.prepare().await.unwrap();
+    assert!(s.campaign().await.unwrap().held_by_me);
+    fake.require_token("two");
+    assert!(s.campaign().await.is_err(), "the old token is refused");
+    write_kubeconfig(dir.path(), &fake.url(), "", "    token: two\n");
+    assert!(
+        s.campaign().await.unwrap().held_by_me,
+        "the new token is used"
+    );
+}
 
 async fn a_kubeconfig_gives_server_token_and_namespace(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
