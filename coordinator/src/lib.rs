@@ -18,6 +18,7 @@
 //! - [`grpc`]: the `cronstable.v1.Executor` service.
 //! - [`web`]: the HTTP API.
 //! - [`listeners`]: binding `api.listen` and `web.listen`.
+//! - [`verify`]: `cronstable verify`, the schedule checker over run logs.
 //! - [`demo`]: the `cronstable demo` quick start.
 
 pub mod clock;
@@ -32,6 +33,7 @@ pub mod ledger;
 pub mod listeners;
 pub mod state;
 pub mod status;
+pub mod verify;
 pub mod web;
 
 use std::future::Future;

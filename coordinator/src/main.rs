@@ -38,8 +38,25 @@ enum Command {
         /// The YAML config file.
         file: PathBuf,
     },
-    /// Run a local demo: a coordinator and a shim with an example crontab, on loopback.
+    /// Run a local demo: a gossip cluster (or one node) with an example crontab, on loopback.
     Demo(demo::DemoArgs),
+    /// Check run logs against a job set: was every target met, did anything run twice?
+    /// Prints the JSON report; exit 0 valid, 1 invalid, 2 unknown, 64 unreadable input.
+    Verify {
+        /// The jobs file (JSON: {"jobs": [...], optional "exempt", "nemesis", "finalHeal"}).
+        #[arg(long, value_name = "FILE")]
+        jobs: PathBuf,
+        /// A run log in JSON Lines ({"ev":"start"|"end","job","node","runId","t"}); repeatable.
+        #[arg(long = "runs", value_name = "FILE", required = true)]
+        runs: Vec<PathBuf>,
+        /// The read time in Unix ms (default: now). Targets that could not have finished by
+        /// then are not judged.
+        #[arg(long, value_name = "MS")]
+        read_time: Option<i64>,
+        /// Also write the timeline plot here.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -49,6 +66,12 @@ fn main() -> ExitCode {
     }
     match args.command {
         Some(Command::ValidateConfig { file }) => validate(&file),
+        Some(Command::Verify {
+            jobs,
+            runs,
+            read_time,
+            svg,
+        }) => verify(&jobs, &runs, read_time, svg.as_deref()),
         Some(Command::Coordinator { config }) => {
             init_logging(&args.log_format);
             serve(config)
@@ -128,6 +151,43 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             }
         }
     })
+}
+
+fn verify(
+    jobs: &std::path::Path,
+    runs: &[PathBuf],
+    read_time: Option<i64>,
+    svg: Option<&std::path::Path>,
+) -> ExitCode {
+    use cronstable_core::checker::{self, Validity};
+    let read_time = read_time.unwrap_or_else(cronstable_coordinator::clock::now_ms);
+    let input = match cronstable_coordinator::verify::load(jobs, runs, read_time) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let report = checker::check(&input);
+    if let Some(path) = svg {
+        let plot = checker::svg::timeline(&report, &input.nemesis, &jobs.display().to_string());
+        if let Err(e) = std::fs::write(path, plot) {
+            eprintln!("error: writing {}: {e}", path.display());
+            return ExitCode::from(EX_USAGE);
+        }
+    }
+    match serde_json::to_string_pretty(&report) {
+        Ok(json) => println!("{json}"),
+        Err(e) => {
+            eprintln!("error: encoding the report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    match report.valid {
+        Validity::Valid => ExitCode::SUCCESS,
+        Validity::Invalid => ExitCode::from(1),
+        Validity::Unknown => ExitCode::from(2),
+    }
 }
 
 /// Resolves on SIGTERM (how Kubernetes stops a container) or SIGINT.

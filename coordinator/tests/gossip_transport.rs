@@ -14,6 +14,7 @@ use cronstable_coordinator::gossip::server::{self, PeerEndpoint};
 use cronstable_coordinator::gossip::tls::TlsMaterial;
 use cronstable_coordinator::gossip::wire::{JobSummary, ServedBody};
 use cronstable_core::gossip::{Distribution, PeerReport, PollOutcome};
+use rustls::pki_types::pem::PemObject;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 
@@ -326,4 +327,35 @@ async fn gsp_05_the_cluster_listener_serves_get_peer_and_nothing_else() {
     assert_eq!(raw_status(&served.host, &tls, "GET", "/cluster").await, 404);
     assert_eq!(raw_status(&served.host, &tls, "GET", "/").await, 404);
     assert_eq!(raw_status(&served.host, &tls, "POST", "/peer").await, 405);
+}
+
+#[tokio::test]
+async fn gsp_01_a_client_without_a_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.36"])
+        .unwrap();
+    let served = serve("127.0.0.36", &b, ServedBody::encode(&report("b"), &[])).await;
+    // Trusts the right CA but presents no client certificate.
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(&b.ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let anonymous = ClientTls {
+        config: Arc::new(config),
+        generation: 0,
+    };
+    let out = Poller::new(served.host).poll(&anonymous, TIMEOUT).await;
+    let PollOutcome::Untrusted { error } = &out.outcome else {
+        panic!("{:?}", out.outcome)
+    };
+    assert!(error.contains("TLS with 127.0.0.36"), "{error}");
 }

@@ -3,9 +3,8 @@
 //!
 //! 1. Per-node CPU: N coordinators (N = 3, 5, 9, 25 by default), `interval: 1s`, converged
 //!    with `n1` leading; then each process's CPU time (utime + stime from `/proc/<pid>/stat`)
-//!    over a measurement window, as a share of one core. Also the `/peer` bytes of a steady
-//!    round (304s) are visible in the per-node figure through CPU only; the 304 path is
-//!    asserted by the transport tests.
+//!    over a measurement window, as a share of one core, and the bytes each process moved
+//!    through its sockets per round (`rchar + wchar`; a steady node logs nothing).
 //! 2. Failover: SIGKILL the leader of a 3-node cluster and time until a survivor's `/cluster`
 //!    names the new leader, as a multiple of the interval; repeated, each time restarting the
 //!    killed node and waiting for it to lead again.
@@ -28,6 +27,20 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
+/// Bytes the process read and wrote through syscalls (`rchar` + `wchar` of `/proc/<pid>/io`).
+/// At steady state a coordinator with no jobs logs nothing, so this is its socket traffic
+/// (TLS records included): the per-node network cost.
+fn io_bytes(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines()
+        .filter_map(|l| {
+            l.strip_prefix("rchar: ")
+                .or_else(|| l.strip_prefix("wchar: "))
+        })
+        .map(|v| v.trim().parse::<u64>().unwrap())
+        .sum()
+}
+
 fn clock_ticks_per_sec() -> u64 {
     let out = std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -47,7 +60,7 @@ fn converged(nodes: &[Coordinator], leader: &str) {
     }
 }
 
-fn per_node_cpu(size: usize, window: Duration) -> (f64, f64) {
+fn per_node_cpu(size: usize, window: Duration) -> (f64, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(size, 80 + size as u8));
     let nodes: Vec<_> = (0..size).map(|i| files.start(i)).collect();
@@ -55,6 +68,7 @@ fn per_node_cpu(size: usize, window: Duration) -> (f64, f64) {
     // Let connections settle into the keep-alive 304 steady state.
     std::thread::sleep(Duration::from_secs(3));
     let before: Vec<u64> = nodes.iter().map(|n| cpu_ticks(n.proc.pid())).collect();
+    let io_before: Vec<u64> = nodes.iter().map(|n| io_bytes(n.proc.pid())).collect();
     let start = Instant::now();
     std::thread::sleep(window);
     let elapsed = start.elapsed().as_secs_f64();
@@ -66,7 +80,14 @@ fn per_node_cpu(size: usize, window: Duration) -> (f64, f64) {
         .collect();
     let mean = shares.iter().sum::<f64>() / shares.len() as f64;
     let max = shares.iter().cloned().fold(0.0, f64::max);
-    (mean, max)
+    // Rounds are 1 s, so bytes per second is bytes per round.
+    let bytes: f64 = nodes
+        .iter()
+        .zip(&io_before)
+        .map(|(n, b)| (io_bytes(n.proc.pid()) - b) as f64 / elapsed)
+        .sum::<f64>()
+        / nodes.len() as f64;
+    (mean, max, bytes)
 }
 
 fn failover(rounds: usize) -> Vec<f64> {
@@ -100,11 +121,16 @@ fn main() {
         sizes
     };
 
-    println!("| N | mean CPU per node | max CPU of any node |");
-    println!("|---|---|---|");
+    println!(
+        "| N | mean CPU per node | max CPU of any node | bytes per node per round | per peer |"
+    );
+    println!("|---|---|---|---|---|");
     for n in sizes {
-        let (mean, max) = per_node_cpu(n, window);
-        println!("| {n} | {mean:.2} % | {max:.2} % |");
+        let (mean, max, bytes) = per_node_cpu(n, window);
+        println!(
+            "| {n} | {mean:.2} % | {max:.2} % | {bytes:.0} B | {:.0} B |",
+            bytes / (n - 1) as f64
+        );
     }
 
     let f = failover(8);

@@ -11,6 +11,7 @@
 pub mod gossip;
 pub mod lease;
 pub mod netns;
+pub mod partition;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

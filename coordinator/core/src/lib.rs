@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //!
+//! - [`checker`]: the schedule checker (targets, exact run matching, verdicts, SVG timeline).
 //! - [`job`]: the job model (`JobSpec`, `ClusterPolicy`, retry and concurrency policies).
 //! - [`decision`]: the per-firing decision table (`decide`).
 //! - [`quorum`]: quorum math (`quorum_size`).
@@ -21,6 +22,7 @@
 //! - [`yaml`]: YAML deserialization with file, line and key path in every error.
 //! - [`duration`]: the duration syntax of config and job files (`90s`, `1h30m`, `10`).
 
+pub mod checker;
 pub mod crontab;
 pub mod decision;
 pub mod drift;

@@ -57,6 +57,21 @@ impl Node {
         }
     }
 
+    /// A contender already spawned with [`driver::spawn`].
+    pub fn from_parts(
+        name: &str,
+        view: watch::Receiver<ClusterView>,
+        stop: oneshot::Sender<()>,
+        task: JoinHandle<()>,
+    ) -> Node {
+        Node {
+            name: name.to_owned(),
+            view,
+            stop: Some(stop),
+            task,
+        }
+    }
+
     /// Whether a scheduled Leader firing runs here now because this node leads (not because
     /// election is off, as it is before the driver's first publish).
     pub fn leads(&self) -> bool {

@@ -15,6 +15,9 @@
 //!   their deadlines, which [`ClusterView::gate_for`] checks at decision time, so a wedged store
 //!   call demotes this node on time with no I/O at all.
 //!
+//! The holder runs a round every `round_every`; a follower every [`FOLLOWER_ROUND`] at most, so
+//! a released lease changes hands within half a second.
+//!
 //! On shutdown the driver releases the lease (bounded by `round_timeout`) so a survivor takes
 //! over at once instead of waiting out the ttl (LSE-08).
 
@@ -22,13 +25,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use tokio::time::{Instant, MissedTickBehavior};
+use tokio::time::Instant;
 
 use super::{LeaseError, LeaseObservation, LeaseStore, SAFETY_MARGIN};
 use crate::cluster::{
     BackendContext, ClusterBackend, ClusterView, Election, LeaseGate, ManagedView,
 };
 use crate::status::{ClusterStatus, LeaseStatus};
+
+/// How often a node that does not hold the lease runs a round (at most; the store's own cadence
+/// when that is shorter). One small store read per follower per half second.
+pub const FOLLOWER_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A [`ClusterBackend`] that elects through a [`LeaseStore`].
 pub struct LeaseBackend<S: LeaseStore> {
@@ -248,16 +255,23 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
     }
     tx.send_replace(state.publish(Instant::now()));
 
-    let mut ticker = tokio::time::interval(timing.round_every);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut next = Instant::now();
     loop {
         tokio::select! {
             biased;
             () = &mut stop => break,
-            _ = ticker.tick() => {}
+            () = tokio::time::sleep_until(next) => {}
         }
         // Anchored before the round: the round's own latency eats into leadership, never adds.
         let start = Instant::now();
+        // The holder renews at the store's cadence; a follower looks more often, so a released
+        // lease is taken within FOLLOWER_ROUND rather than a whole ttl/3 (LSE-08).
+        let cadence = if state.held {
+            timing.round_every
+        } else {
+            timing.round_every.min(FOLLOWER_ROUND)
+        };
+        next = start + cadence;
         let round = tokio::time::timeout(timing.round_timeout, store.campaign());
         let result = tokio::select! {
             biased;

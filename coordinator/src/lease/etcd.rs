@@ -23,14 +23,15 @@
 //! so the next round authenticates afresh (LSE-E-04). A graceful release revokes the lease,
 //! which deletes the key at once (LSE-E-08).
 //!
-//! Not in this build: `cluster.etcd.tls` and `https://` endpoints (the store refuses to start
-//! with a clear message rather than talk plain text to a TLS endpoint).
+//! `https://` endpoints use TLS (rustls with ring) with `cluster.etcd.tls.ca` as the only trust
+//! root, and `cert`/`key` as the client certificate when set. This build has no system root
+//! store, so an `https://` endpoint without `tls.ca` refuses to start, naming the key.
 
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn,
-    TxnOp, TxnOpResponse,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, Identity, LeaseKeepAliveStream,
+    LeaseKeeper, PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse,
 };
 use serde_json::{Map, Value};
 
@@ -40,6 +41,38 @@ use crate::config::cluster::EtcdConfig;
 
 /// The TTL floor under which the fence collapses (LSE-E-07).
 pub const TTL_FLOOR: i64 = 3;
+
+/// The TLS settings for `https://` endpoints, read from `cluster.etcd.tls`; `Err` names the key.
+fn tls_options(config: &EtcdConfig) -> Result<Option<TlsOptions>, String> {
+    let https = config.endpoints.iter().any(|e| e.starts_with("https://"));
+    let Some(tls) = config.tls.clone().or_else(|| https.then(Default::default)) else {
+        return Ok(None);
+    };
+    let read = |key: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            format!(
+                "cluster.etcd.tls.{key}: cannot read {}: {e}",
+                path.display()
+            )
+        })
+    };
+    let mut options = TlsOptions::new();
+    match &tls.ca {
+        Some(ca) => options = options.ca_certificate(Certificate::from_pem(read("ca", ca)?)),
+        None if https => {
+            return Err(
+                "cluster.etcd.tls.ca is required for https:// endpoints: this build \
+                        trusts only the CA it is given (no system root store)"
+                    .to_owned(),
+            );
+        }
+        None => {}
+    }
+    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+        options = options.identity(Identity::from_pem(read("cert", cert)?, read("key", key)?));
+    }
+    Ok(Some(options))
+}
 
 /// Whether a failed request means etcd no longer has the lease (expired or revoked).
 fn is_lease_gone(e: &LeaseError) -> bool {
@@ -63,6 +96,8 @@ pub struct EtcdStore {
     ttl: u64,
     budget: Duration,
     user: Option<(String, String)>,
+    /// TLS for `https://` endpoints.
+    tls: Option<TlsOptions>,
     /// Why this store cannot run at all (a secret that does not resolve, TLS).
     unusable: Option<String>,
     timing: LeaseTiming,
@@ -104,13 +139,10 @@ impl EtcdStore {
             }
             _ => None,
         };
-        if config.tls.is_some() || config.endpoints.iter().any(|e| e.starts_with("https://")) {
-            unusable = Some(
-                "cluster.etcd: TLS (cluster.etcd.tls, https:// endpoints) is not supported by \
-                 this build of cronstable yet; use http:// endpoints on a trusted network"
-                    .to_owned(),
-            );
-        }
+        let tls = tls_options(config).unwrap_or_else(|why| {
+            unusable = Some(why);
+            None
+        });
         Self {
             endpoints: config.endpoints.clone(),
             election_name: config.election_name.clone(),
@@ -118,6 +150,7 @@ impl EtcdStore {
             ttl: config.ttl,
             budget: config.renew_request_budget(),
             user,
+            tls,
             unusable,
             timing: timing(config.ttl),
             at: 0,
@@ -144,6 +177,11 @@ impl EtcdStore {
             opts = opts.with_user(u.clone(), p.clone());
         }
         let endpoint = self.endpoints[self.at].clone();
+        if endpoint.starts_with("https://")
+            && let Some(tls) = &self.tls
+        {
+            opts = opts.with_tls(tls.clone());
+        }
         let connect = Client::connect([endpoint.as_str()], Some(opts));
         let client = tokio::time::timeout(self.budget, connect)
             .await

@@ -1,0 +1,351 @@
+//! The schedule checker: did every job run when it should have, and never twice where it must
+//! not? (seed 003; `partition-checker.md` is the spec this follows.)
+//!
+//! Input is a job set with each job's acknowledgement, the runs the hosts logged, the read time,
+//! the nemesis periods and the documented exemption windows. Each job's firings expand into
+//! target windows `[t, t + ε + F]` (F, the forgiveness, is 5 s); runs are matched to targets
+//! exactly ([`matching`]); unmatched runs are classified as duplicates, unrequired or strays;
+//! and each job gets the verdicts its policy promises:
+//!
+//! - **at-least-once** (PreferLeader, EveryNode per node): every required target outside the
+//!   exemptions is met by a completed run;
+//! - **at-most-once** (Leader): no target window holds two started runs, except inside an
+//!   exemption, where each extra run is counted and reported;
+//! - **no-concurrency** (Leader): runs of the job never overlap in time;
+//! - **no-stray**: no completed run lies outside every window;
+//! - **no-wedge** (every policy): every required target after the final heal plus the recovery
+//!   bound is met.
+//!
+//! A target is *required* when its window closes, and a run started at its last instant would
+//! finish, by the read: `t + ε + F + duration ≤ readTime` (D2, the cutoff with F included). Only
+//! completed runs meet targets; every started run counts for at-most-once and no-concurrency.
+//! With no acknowledged job or no required target the verdict is `unknown`, never a pass. All
+//! times are Unix milliseconds.
+
+pub mod matching;
+mod model;
+pub mod svg;
+
+pub use model::*;
+
+use std::collections::BTreeMap;
+
+use crate::job::ClusterPolicy;
+
+/// The epsilon-forgiveness added to every window, in ms.
+pub const FORGIVENESS_MS: i64 = 5_000;
+
+struct Target {
+    index: u32,
+    node: Option<String>,
+    window: matching::Window,
+    required: bool,
+    exempt: Option<String>,
+}
+
+fn expand(job: &CheckJob, input: &CheckInput, node: Option<&str>) -> Vec<Target> {
+    let acked_at = match job.ack {
+        Ack::Acked { at } => at,
+        _ => i64::MAX,
+    };
+    (0..job.count)
+        .map(|k| {
+            let t = job.start + i64::from(k) * job.interval_ms;
+            let end = t + job.epsilon_ms + FORGIVENESS_MS;
+            let required = end + job.duration_ms <= input.read_time && t >= acked_at;
+            let exempt = input
+                .exempt
+                .iter()
+                .find(|e| {
+                    e.policy == job.policy
+                        && e.node.as_deref().is_none_or(|n| Some(n) == node)
+                        && e.from <= end
+                        && t <= e.to
+                })
+                .map(|e| e.reason.clone());
+            Target {
+                index: k,
+                node: node.map(str::to_owned),
+                window: (t, end),
+                required,
+                exempt,
+            }
+        })
+        .collect()
+}
+
+/// Matches `targets` to `runs` (completed, sorted by start): first the required non-exempt
+/// targets, so an exempt one cannot steal the run a required one needs; then the rest against
+/// what is left. Returns the run index per target and the algorithm used.
+fn assign(targets: &[Target], runs: &[&Run]) -> (Vec<Option<usize>>, &'static str) {
+    let starts: Vec<i64> = runs.iter().map(|r| r.start).collect();
+    let all: Vec<_> = targets.iter().map(|t| t.window).collect();
+    let algorithm = if matching::nested(&all) {
+        "greedy"
+    } else {
+        "merge"
+    };
+    let solve = |windows: &[matching::Window], starts: &[i64]| {
+        matching::merge(windows, starts)
+            .unwrap_or_else(|| matching::greedy_by_deadline(windows, starts))
+    };
+    let first: Vec<usize> = (0..targets.len())
+        .filter(|&i| targets[i].required && targets[i].exempt.is_none())
+        .collect();
+    let windows: Vec<_> = first.iter().map(|&i| targets[i].window).collect();
+    let mut out = vec![None; targets.len()];
+    for (slot, m) in first.iter().zip(solve(&windows, &starts)) {
+        out[*slot] = m;
+    }
+    let used: Vec<bool> = {
+        let mut u = vec![false; runs.len()];
+        out.iter().flatten().for_each(|&r| u[r] = true);
+        u
+    };
+    let left: Vec<usize> = (0..runs.len()).filter(|&r| !used[r]).collect();
+    let left_starts: Vec<i64> = left.iter().map(|&r| starts[r]).collect();
+    let second: Vec<usize> = (0..targets.len())
+        .filter(|&i| targets[i].required && targets[i].exempt.is_some())
+        .collect();
+    let windows: Vec<_> = second.iter().map(|&i| targets[i].window).collect();
+    for (slot, m) in second.iter().zip(solve(&windows, &left_starts)) {
+        out[*slot] = m.map(|j| left[j]);
+    }
+    (out, algorithm)
+}
+
+fn inside(w: matching::Window, t: i64) -> bool {
+    w.0 <= t && t <= w.1
+}
+
+/// Judges one job (for EveryNode, each node's targets and runs separately, in one report).
+fn check_job(job: &CheckJob, runs: &[&Run], input: &CheckInput) -> JobReport {
+    let groups: Vec<Option<&str>> = if job.policy == ClusterPolicy::EveryNode {
+        job.nodes.iter().map(|n| Some(n.as_str())).collect()
+    } else {
+        vec![None]
+    };
+    let mut report = JobReport {
+        valid: true,
+        algorithm: "merge",
+        job: job.clone(),
+        targets: Vec::new(),
+        missed: Vec::new(),
+        duplicates: Vec::new(),
+        stray: Vec::new(),
+        unrequired: Vec::new(),
+        incomplete: Vec::new(),
+        double_runs: 0,
+        exempt_double_runs: 0,
+        concurrent_runs: 0,
+    };
+    for node in groups {
+        let mine: Vec<&Run> = runs
+            .iter()
+            .copied()
+            .filter(|r| node.is_none_or(|n| r.node == n))
+            .collect();
+        let mut complete: Vec<&Run> = mine.iter().copied().filter(|r| r.end.is_some()).collect();
+        complete.sort_by(|a, b| (a.start, &a.node, &a.run_id).cmp(&(b.start, &b.node, &b.run_id)));
+        report.incomplete.extend(
+            mine.iter()
+                .filter(|r| r.end.is_none())
+                .map(|r| RunRef::from(*r)),
+        );
+        let targets = expand(job, input, node);
+        let (assigned, algorithm) = assign(&targets, &complete);
+        if algorithm == "greedy" {
+            report.algorithm = "greedy";
+        }
+        let mut matched = vec![false; complete.len()];
+        assigned.iter().flatten().for_each(|&r| matched[r] = true);
+        for (r, run) in complete.iter().enumerate().filter(|(r, _)| !matched[*r]) {
+            let in_judged = targets
+                .iter()
+                .any(|t| t.required && inside(t.window, run.start));
+            let in_unrequired = targets
+                .iter()
+                .any(|t| !t.required && inside(t.window, run.start));
+            let _ = r;
+            if in_judged {
+                report.duplicates.push(RunRef::from(*run));
+            } else if in_unrequired {
+                report.unrequired.push(RunRef::from(*run));
+            } else {
+                report.stray.push(RunRef::from(*run));
+            }
+        }
+        for (t, m) in targets.iter().zip(&assigned) {
+            let started = mine.iter().filter(|r| inside(t.window, r.start)).count();
+            if job.policy == ClusterPolicy::Leader && started > 1 {
+                if t.exempt.is_some() {
+                    report.exempt_double_runs += started - 1;
+                } else {
+                    report.double_runs += started - 1;
+                }
+            }
+            let status = match (m, t.required, &t.exempt) {
+                (Some(_), _, _) => TargetStatus::Met,
+                (None, false, _) => TargetStatus::Unrequired,
+                (None, true, Some(_)) => TargetStatus::ExemptMissed,
+                (None, true, None) => TargetStatus::Missed,
+            };
+            if status == TargetStatus::Missed {
+                report.missed.push(report.targets.len());
+            }
+            report.targets.push(TargetReport {
+                index: t.index,
+                node: t.node.clone(),
+                start: t.window.0,
+                end: t.window.1,
+                required: t.required,
+                exempt: t.exempt.clone(),
+                status,
+                run: m.map(|r| RunRef::from(complete[r])),
+                started_in_window: started,
+            });
+        }
+        if job.policy == ClusterPolicy::Leader {
+            let mut started: Vec<&Run> = mine.clone();
+            started.sort_by_key(|r| r.start);
+            let mut open_until = i64::MIN;
+            for r in started {
+                if r.start < open_until {
+                    report.concurrent_runs += 1;
+                }
+                open_until = open_until.max(r.end.unwrap_or(input.read_time));
+            }
+        }
+    }
+    let v = job_verdicts(&report, input);
+    report.valid = [
+        v.at_least_once,
+        v.at_most_once,
+        v.no_stray,
+        v.no_concurrency,
+        v.no_wedge,
+    ]
+    .iter()
+    .all(|v| *v != Validity::Invalid);
+    report
+}
+
+fn job_verdicts(r: &JobReport, input: &CheckInput) -> Verdicts {
+    let leader = r.job.policy == ClusterPolicy::Leader;
+    let heal = input.final_heal.unwrap_or(input.test_start) + input.recovery_bound_ms;
+    let after_heal: Vec<&TargetReport> = r
+        .targets
+        .iter()
+        .filter(|t| t.required && t.exempt.is_none() && t.start >= heal)
+        .collect();
+    Verdicts {
+        at_least_once: if leader {
+            Validity::Valid
+        } else {
+            Validity::of(r.missed.is_empty())
+        },
+        at_most_once: Validity::of(!leader || r.double_runs == 0),
+        no_stray: Validity::of(r.stray.is_empty()),
+        no_concurrency: Validity::of(!leader || r.concurrent_runs == 0),
+        no_wedge: if after_heal.is_empty() {
+            Validity::Unknown
+        } else {
+            Validity::of(after_heal.iter().all(|t| t.status == TargetStatus::Met))
+        },
+    }
+}
+
+/// Checks a run history against its jobs.
+pub fn check(input: &CheckInput) -> CheckReport {
+    let mut by_job: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for r in &input.runs {
+        by_job.entry(r.job.as_str()).or_default().push(r);
+    }
+    let mut report = CheckReport {
+        valid: Validity::Unknown,
+        read_time: input.read_time,
+        test_start: input.test_start,
+        forgiveness_ms: FORGIVENESS_MS,
+        summary: Summary::default(),
+        verdicts: Verdicts {
+            at_least_once: Validity::Valid,
+            at_most_once: Validity::Valid,
+            no_stray: Validity::Valid,
+            no_concurrency: Validity::Valid,
+            no_wedge: Validity::Unknown,
+        },
+        jobs: BTreeMap::new(),
+        unjudged_runs: Vec::new(),
+        phantom_runs: Vec::new(),
+        errors: input.errors.clone(),
+    };
+    let mut any_wedge_known = false;
+    let mut wedge = Validity::Valid;
+    for job in &input.jobs {
+        let runs = by_job.remove(job.name.as_str()).unwrap_or_default();
+        match job.ack {
+            Ack::Indeterminate => report.unjudged_runs.extend(runs.into_iter().cloned()),
+            Ack::Rejected => report.phantom_runs.extend(runs.into_iter().cloned()),
+            Ack::Acked { .. } => {
+                let r = check_job(job, &runs, input);
+                let v = job_verdicts(&r, input);
+                let s = &mut report.summary;
+                s.jobs_acked += 1;
+                s.jobs_valid += usize::from(r.valid);
+                for t in &r.targets {
+                    s.targets_required += usize::from(t.required);
+                    s.met += usize::from(t.required && t.status == TargetStatus::Met);
+                    s.missed += usize::from(t.status == TargetStatus::Missed);
+                    s.exempt_missed += usize::from(t.status == TargetStatus::ExemptMissed);
+                }
+                s.duplicates += r.duplicates.len();
+                s.stray += r.stray.len();
+                s.unrequired += r.unrequired.len();
+                s.incomplete += r.incomplete.len();
+                s.double_runs += r.double_runs;
+                s.exempt_double_runs += r.exempt_double_runs;
+                let vs = &mut report.verdicts;
+                vs.at_least_once = vs.at_least_once.and(v.at_least_once);
+                vs.at_most_once = vs.at_most_once.and(v.at_most_once);
+                vs.no_stray = vs.no_stray.and(v.no_stray);
+                vs.no_concurrency = vs.no_concurrency.and(v.no_concurrency);
+                if v.no_wedge != Validity::Unknown {
+                    any_wedge_known = true;
+                    wedge = wedge.and(v.no_wedge);
+                }
+                report.jobs.insert(job.name.clone(), r);
+            }
+        }
+    }
+    // Runs of jobs nobody defined are phantoms, never silently dropped.
+    report
+        .phantom_runs
+        .extend(by_job.into_values().flatten().cloned());
+    report.summary.phantom_runs = report.phantom_runs.len();
+    report.verdicts.no_wedge = if any_wedge_known {
+        wedge
+    } else {
+        Validity::Unknown
+    };
+    let v = report.verdicts;
+    let all = v
+        .at_least_once
+        .and(v.at_most_once)
+        .and(v.no_stray)
+        .and(v.no_concurrency)
+        .and(v.no_wedge)
+        .and(Validity::of(report.phantom_runs.is_empty()));
+    report.valid = if report.summary.jobs_acked == 0
+        || report.summary.targets_required == 0
+        || (!input.errors.is_empty() && all != Validity::Invalid)
+    {
+        if all == Validity::Invalid {
+            Validity::Invalid
+        } else {
+            Validity::Unknown
+        }
+    } else {
+        all
+    };
+    report
+}

@@ -1,0 +1,83 @@
+//! The long partition run (issue 7): the same harness as `tests/partition_gossip.rs`, with more
+//! jobs and as many nemesis cycles as fit in the given minutes. Needs root (network
+//! namespaces).
+//!
+//! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED]`
+//! (default 30 minutes, seed from the clock). Writes `target/partition/gossip-long-<seed>.json`
+//! and `.svg`, prints the summary, and exits 1 when a verdict failed.
+
+use std::time::Duration;
+
+use cronstable_coordinator::clock::now_ms;
+use cronstable_core::checker::Validity;
+use cronstable_tests::partition::{Bench, Rng, RunTimes, generate, nemesis_schedule};
+
+fn main() -> std::process::ExitCode {
+    let mut args = std::env::args().skip(1);
+    let minutes: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
+    let seed: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| now_ms() as u64);
+    println!("long partition run: {minutes} min, seed {seed}");
+    let mut rng = Rng::new(seed);
+    let jobs = generate(&mut rng, 20);
+    let dir = tempfile::tempdir().unwrap();
+    let test_start = now_ms();
+    let mut bench = Bench::start(75, dir.path(), &jobs);
+    let ack = bench.wait_converged(jobs.len());
+    let (hold, rest) = (Duration::from_secs(30), Duration::from_secs(20));
+    // One cycle: four rests, three partitions and a kill of half a hold.
+    let cycle = rest * 4 + hold * 3 + hold / 2;
+    let cycles = ((Duration::from_secs(minutes * 60).as_secs() / cycle.as_secs()).max(1)) as usize;
+    let final_heal = nemesis_schedule(&mut bench, cycles, hold, rest);
+    std::thread::sleep(Duration::from_secs(60));
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition");
+    let title = format!("gossip-long-{seed}");
+    let report = bench.check(
+        &jobs,
+        &RunTimes {
+            ack,
+            head_start_ms: 10_000,
+            test_start,
+            final_heal,
+        },
+        &out,
+        &title,
+    );
+    println!("{}", serde_json::to_string_pretty(&report.summary).unwrap());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report.verdicts).unwrap()
+    );
+    for (policy, name) in [
+        (cronstable_core::ClusterPolicy::Leader, "Leader"),
+        (cronstable_core::ClusterPolicy::PreferLeader, "PreferLeader"),
+        (cronstable_core::ClusterPolicy::EveryNode, "EveryNode"),
+    ] {
+        let jobs: Vec<_> = report
+            .jobs
+            .values()
+            .filter(|j| j.job.policy == policy)
+            .collect();
+        let required: usize = jobs
+            .iter()
+            .map(|j| j.targets.iter().filter(|t| t.required).count())
+            .sum();
+        let missed: usize = jobs.iter().map(|j| j.missed.len()).sum();
+        let double: usize = jobs.iter().map(|j| j.double_runs).sum();
+        let exempt_double: usize = jobs.iter().map(|j| j.exempt_double_runs).sum();
+        let dups: usize = jobs.iter().map(|j| j.duplicates.len()).sum();
+        println!(
+            "{name}: {} jobs, {required} required targets, {missed} missed, {double} double runs \
+             outside exemptions, {exempt_double} inside, {dups} duplicate runs",
+            jobs.len()
+        );
+    }
+    println!("report: {}/{title}.json and .svg", out.display());
+    if report.valid == Validity::Invalid {
+        std::process::ExitCode::FAILURE
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,425 @@
+//! The partition harness of seed 003 for cronstable: five hosts in network namespaces, each
+//! running a coordinator and a shim, a seeded random workload, a nemesis schedule, and the
+//! core's schedule checker over the hosts' run logs (issue 7).
+//!
+//! Each job's command is a small script that appends a `start` event, sleeps the job's
+//! duration, and appends an `end` event to its host's JSONL log (`t` from `date +%s%N`; the
+//! namespaces share one kernel clock, so no clock correction is needed). The harness reads the
+//! logs directly, never through the system under test.
+//!
+//! Targets count from the job set's acknowledgement (every coordinator attests the same job
+//! set) plus a head start. Exemptions are the documented windows: a few rounds after every
+//! topology change for gossip Leader double runs (GSP-121) and the moments after the PreferLeader
+//! owner is killed (its peers still defer to it until their next poll), and a killed node's own
+//! EveryNode targets.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use cronstable_coordinator::clock::now_ms;
+use cronstable_core::ClusterPolicy;
+use cronstable_core::checker::{self, Ack, CheckInput, CheckJob, CheckReport, Exemption, Period};
+
+use crate::gossip::{ClusterFiles, ClusterPlan, cluster};
+use crate::netns::Lab;
+use crate::{Coordinator, Proc, binary, wait_for_state};
+
+/// SplitMix64: a tiny seeded generator, so a run is replayable from its printed seed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+}
+
+/// One generated job.
+#[derive(Debug, Clone)]
+pub struct GenJob {
+    /// `j<n>`.
+    pub name: String,
+    /// Seconds between firings (divides 60).
+    pub interval_s: i64,
+    /// Second of the minute of the first firing.
+    pub offset_s: i64,
+    /// Run length, seconds.
+    pub duration_s: i64,
+    /// Policy.
+    pub policy: ClusterPolicy,
+}
+
+/// How late a run may start and still meet its target.
+pub const EPSILON_S: i64 = 5;
+
+/// Draws `n` jobs: intervals of 20 or 30 s, durations 0-3 s, so a window (ε + F + duration, at
+/// most 13 s) never reaches the next firing and runs of one job cannot overlap.
+pub fn generate(rng: &mut Rng, n: usize) -> Vec<GenJob> {
+    let policies = [
+        ClusterPolicy::Leader,
+        ClusterPolicy::PreferLeader,
+        ClusterPolicy::EveryNode,
+    ];
+    (0..n)
+        .map(|i| {
+            let interval_s = [20, 30][rng.below(2) as usize];
+            GenJob {
+                name: format!("j{}", i + 1),
+                interval_s,
+                offset_s: rng.below(interval_s as u64) as i64,
+                duration_s: rng.below(4) as i64,
+                // Every policy appears; the rest at random.
+                policy: if i < 3 {
+                    policies[i]
+                } else {
+                    policies[rng.below(3) as usize]
+                },
+            }
+        })
+        .collect()
+}
+
+fn crontab(jobs: &[GenJob], recorder: &Path) -> String {
+    jobs.iter()
+        .map(|j| {
+            format!(
+                "# cronstable: name={} clusterPolicy={} seconds=true\n{}-59/{} * * * * * {} {}\n",
+                j.name,
+                j.policy.as_str(),
+                j.offset_s,
+                j.interval_s,
+                recorder.display(),
+                j.duration_s
+            )
+        })
+        .collect()
+}
+
+const RECORDER: &str = r#"#!/bin/sh
+# Appends a start and an end event for this run to the host's log ($RUNLOG).
+id="$CRONSTABLE_FIRING_ID-$$"
+ms() { echo $(( $(date +%s%N) / 1000000 )); }
+echo "{\"ev\":\"start\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"
+sleep "$1"
+echo "{\"ev\":\"end\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"
+"#;
+
+/// The moments a check needs.
+#[derive(Debug, Clone, Copy)]
+pub struct RunTimes {
+    /// When every coordinator attested the job set.
+    pub ack: i64,
+    /// Targets count from `ack + head_start_ms`.
+    pub head_start_ms: i64,
+    /// The timeline's origin.
+    pub test_start: i64,
+    /// The final heal (no-wedge counts from here plus the recovery bound).
+    pub final_heal: i64,
+}
+
+/// One host's processes.
+struct Host {
+    coordinator: Option<Coordinator>,
+    shim: Option<Proc>,
+}
+
+/// A running five-host gossip cluster with shims.
+pub struct Bench {
+    files: ClusterFiles,
+    hosts: Vec<Host>,
+    dir: PathBuf,
+    /// Nemesis periods so far.
+    pub nemesis: Vec<Period>,
+    /// Exemption windows so far.
+    pub exempt: Vec<Exemption>,
+    /// The poll interval, ms.
+    pub interval_ms: i64,
+    /// The lab. Fields drop in order, so it goes after the processes in `hosts`.
+    pub lab: Lab,
+}
+
+impl Bench {
+    /// Starts five hosts on lab `id` with `jobs`.
+    pub fn start(id: u8, dir: &Path, jobs: &[GenJob]) -> Bench {
+        let lab = Lab::new(id, 5);
+        let mut plan = ClusterPlan::new(5, 0);
+        plan.hosts = Some(lab.hosts.iter().map(|h| h.ip.clone()).collect());
+        let files = ClusterFiles::write(dir, &plan);
+        let recorder = dir.join("record.sh");
+        std::fs::write(&recorder, RECORDER).unwrap();
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&recorder)
+            .status()
+            .unwrap();
+        std::fs::write(dir.join("crontab"), crontab(jobs, &recorder)).unwrap();
+        let mut bench = Bench {
+            lab,
+            files,
+            hosts: Vec::new(),
+            dir: dir.to_owned(),
+            nemesis: Vec::new(),
+            exempt: Vec::new(),
+            interval_ms: 1_000,
+        };
+        for i in 0..5 {
+            let host = bench.start_host(i);
+            bench.hosts.push(host);
+        }
+        bench
+    }
+
+    fn start_host(&self, i: usize) -> Host {
+        let n = &self.files.nodes[i];
+        let mut c = Coordinator::start_in(
+            self.lab.command(i, &binary("cronstable")),
+            n.config.clone(),
+            n.api(),
+            n.web(),
+        );
+        c.proc.name = format!("coordinator {}", n.name);
+        let mut cmd = self.lab.command(i, &binary("cronstable-shim"));
+        cmd.arg("--crontab")
+            .arg(self.dir.join("crontab"))
+            .arg("--coordinator")
+            .arg(format!("http://127.0.0.1:{}", n.api_port))
+            .env("NODE", &n.name)
+            .env("RUNLOG", self.log(i));
+        let shim = Proc::spawn(&format!("shim {}", n.name), cmd);
+        Host {
+            coordinator: Some(c),
+            shim: Some(shim),
+        }
+    }
+
+    fn log(&self, i: usize) -> PathBuf {
+        self.dir
+            .join(format!("runs-{}.jsonl", self.files.nodes[i].name))
+    }
+
+    /// Node names.
+    pub fn names(&self) -> Vec<String> {
+        self.files.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// Waits until every coordinator attests the same job set with every peer agreed and `n1`
+    /// leading; returns that moment (the acknowledgement).
+    pub fn wait_converged(&self, jobs: usize) -> i64 {
+        wait_for_state("all five agree and n1 leads", || {
+            for h in &self.hosts {
+                let c = h.coordinator.as_ref().ok_or("a host is down")?;
+                let ids = crate::http(c.web, "GET", "/job-set-id").map_err(|e| e.to_string())?;
+                if ids.status != 200 || ids.json()["jobs"] != jobs {
+                    return Err(format!("job set not registered yet: {}", ids.body));
+                }
+                let v = cluster(c.web).ok_or("no /cluster answer")?;
+                let agreed = v["peers"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().all(|p| p["status"] == "agreed"));
+                if !(agreed && v["leader"] == "n1") {
+                    return Err(v.to_string());
+                }
+            }
+            Ok(now_ms())
+        })
+    }
+
+    fn around_change(&mut self, at: i64) {
+        // GSP-121 and the core simulator's residual: a few rounds after any topology change.
+        let bound = 5 * self.interval_ms;
+        self.exempt.push(Exemption {
+            from: at,
+            to: at + bound,
+            policy: ClusterPolicy::Leader,
+            node: None,
+            reason: "GSP-121: views settle within a few rounds of a topology change".into(),
+        });
+    }
+
+    /// Applies `cut` (a closure on the lab) for `hold`, then heals, recording the period.
+    pub fn partition(&mut self, label: &str, hold: Duration, cut: impl FnOnce(&Lab)) {
+        let from = now_ms();
+        cut(&self.lab);
+        self.around_change(from);
+        std::thread::sleep(hold);
+        let to = now_ms();
+        self.lab.heal();
+        self.around_change(to);
+        println!("nemesis: {label} for {} s", hold.as_secs());
+        self.nemesis.push(Period {
+            from,
+            to,
+            label: label.into(),
+        });
+    }
+
+    /// SIGKILLs host `i`'s coordinator and shim, waits `down`, restarts both.
+    pub fn kill(&mut self, i: usize, down: Duration) {
+        let name = self.files.nodes[i].name.clone();
+        let from = now_ms();
+        let host = &mut self.hosts[i];
+        for p in [
+            host.coordinator.as_ref().map(|c| &c.proc),
+            host.shim.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            p.signal(9);
+        }
+        host.coordinator = None;
+        host.shim = None;
+        std::thread::sleep(down);
+        let restarted = self.start_host(i);
+        self.hosts[i] = restarted;
+        let to = now_ms();
+        self.around_change(from);
+        self.around_change(to);
+        // Its peers defer PreferLeader firings to it until their next poll notices it is gone.
+        self.exempt.push(Exemption {
+            from,
+            to: from + 3 * self.interval_ms + 1_000,
+            policy: ClusterPolicy::PreferLeader,
+            node: None,
+            reason: "GSP-122: peers notice a dead owner at their next poll".into(),
+        });
+        // Its own EveryNode firings while down, and its fresh manager's hold after.
+        self.exempt.push(Exemption {
+            from,
+            to: to + 5_000,
+            policy: ClusterPolicy::EveryNode,
+            node: Some(name.clone()),
+            reason: format!("{name} was killed"),
+        });
+        // Its convergence hold after the restart (GSP-100..102).
+        self.exempt.push(Exemption {
+            from: to,
+            to: to + 3 * self.interval_ms + 2_000,
+            policy: ClusterPolicy::PreferLeader,
+            node: None,
+            reason: "GSP-100: a fresh manager's convergence hold".into(),
+        });
+        println!("nemesis: kill -9 {name} for {} s", down.as_secs());
+        self.nemesis.push(Period {
+            from,
+            to,
+            label: format!("kill {name}"),
+        });
+    }
+
+    /// Reads every host's log and checks it; writes the JSON report and the SVG to `out`.
+    pub fn check(&self, jobs: &[GenJob], run: &RunTimes, out: &Path, title: &str) -> CheckReport {
+        let RunTimes {
+            ack,
+            head_start_ms,
+            test_start,
+            final_heal,
+        } = *run;
+        let read_time = now_ms();
+        let nodes = self.names();
+        let check_jobs: Vec<CheckJob> = jobs
+            .iter()
+            .map(|j| {
+                let interval = j.interval_s * 1000;
+                // Targets start on the grid at the test's start; those before the
+                // acknowledgement plus the head start are not required (the checker's
+                // `ack.at`), so runs there are "unrequired", not stray.
+                let from = test_start;
+                // The first instant at or after `from` on the job's grid (offset + k·interval
+                // seconds of each minute; intervals divide 60, so the grid is uniform).
+                let minute = from - from.rem_euclid(60_000);
+                let mut start = minute + j.offset_s * 1000;
+                while start < from {
+                    start += interval;
+                }
+                CheckJob {
+                    name: j.name.clone(),
+                    start,
+                    count: u32::try_from(((read_time - start) / interval).max(0) + 1).unwrap_or(0),
+                    interval_ms: interval,
+                    epsilon_ms: EPSILON_S * 1000,
+                    duration_ms: j.duration_s * 1000,
+                    policy: j.policy,
+                    ack: Ack::Acked {
+                        at: ack + head_start_ms,
+                    },
+                    nodes: if j.policy == ClusterPolicy::EveryNode {
+                        nodes.clone()
+                    } else {
+                        vec![]
+                    },
+                }
+            })
+            .collect();
+        let mut errors = Vec::new();
+        let mut runs = Vec::new();
+        for i in 0..5 {
+            let text = std::fs::read_to_string(self.log(i)).unwrap_or_default();
+            runs.extend(cronstable_coordinator::verify::parse_run_log(
+                &self.log(i),
+                &text,
+                &mut errors,
+            ));
+        }
+        let input = CheckInput {
+            jobs: check_jobs,
+            runs,
+            read_time,
+            test_start,
+            nemesis: self.nemesis.clone(),
+            exempt: self.exempt.clone(),
+            final_heal: Some(final_heal),
+            recovery_bound_ms: 10_000,
+            errors,
+        };
+        let report = checker::check(&input);
+        std::fs::create_dir_all(out).unwrap();
+        std::fs::write(
+            out.join(format!("{title}.json")),
+            serde_json::to_string_pretty(&report).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            out.join(format!("{title}.svg")),
+            checker::svg::timeline(&report, &input.nemesis, title),
+        )
+        .unwrap();
+        report
+    }
+}
+
+/// Runs the standard nemesis schedule: `cycles` rounds of majority/minority split, isolated
+/// leader, bridge and a kill of the leader, each held `hold`, with `rest` of health between.
+/// Returns the final heal.
+pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: Duration) -> i64 {
+    for _ in 0..cycles {
+        std::thread::sleep(rest);
+        bench.partition("partition [n1 n2]|[n3 n4 n5]", hold, |lab| {
+            lab.split(&[0, 1], &[2, 3, 4])
+        });
+        std::thread::sleep(rest);
+        bench.partition("isolate leader n1", hold, |lab| lab.isolate(0));
+        std::thread::sleep(rest);
+        bench.partition("bridge n3: [n1 n2]x[n4 n5]", hold, |lab| {
+            lab.split(&[0, 1], &[3, 4])
+        });
+        std::thread::sleep(rest);
+        bench.kill(0, hold / 2);
+    }
+    now_ms()
+}
