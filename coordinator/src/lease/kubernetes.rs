@@ -25,8 +25,9 @@
 //! Timing: rounds every `retryPeriodSeconds`, each bounded by `renewDeadlineSeconds` (a renew
 //! that cannot finish by then fails the round), lease duration `leaseDurationSeconds`.
 //!
-//! `clientLibrary: library` is refused at start: this build carries only the built-in REST
-//! client ([`super::kubernetes_api`]), which `auto` and `http` use.
+//! Two clients speak to the apiserver: the kube crate (`clientLibrary: library`, and `auto`,
+//! since it is built in; [`super::kubernetes_api::library`]) and a small built-in REST client
+//! (`http`; [`super::kubernetes_api`]). Both use the same credentials and the same algorithm.
 
 use std::time::Duration;
 
@@ -34,6 +35,7 @@ use http::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
+use super::kubernetes_api::library::LibraryClient;
 use super::kubernetes_api::{ApiClient, K8sEnv, resolve};
 use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming};
 use crate::clock;
@@ -51,6 +53,24 @@ pub fn timing(config: &KubernetesConfig) -> LeaseTiming {
 /// The readable holder: `<identity>#<token>` with the token stripped (LSE-K-04).
 pub fn strip_token(holder: &str) -> &str {
     holder.rsplit_once('#').map_or(holder, |(name, _)| name)
+}
+
+/// One request of the algorithm.
+#[derive(Clone, Copy)]
+enum Call<'a> {
+    Get,
+    Post(&'a Value),
+    Put(&'a Value),
+}
+
+impl Call<'_> {
+    fn verb(self) -> &'static str {
+        match self {
+            Call::Get => "reading",
+            Call::Post(_) => "creating",
+            Call::Put(_) => "updating",
+        }
+    }
 }
 
 /// What this node last saw of the Lease, and when it saw it change (client-go's
@@ -143,6 +163,9 @@ pub struct KubernetesStore {
     holder: String,
     timing: LeaseTiming,
     api: Option<ApiClient>,
+    /// The kube client, when `clientLibrary` is `library` or `auto`; else requests go through
+    /// [`ApiClient`] itself.
+    library: Option<LibraryClient>,
     namespace: String,
     observed: Option<Observed>,
     /// Whether a write naming this process may have landed: release then has work to do.
@@ -167,6 +190,7 @@ impl KubernetesStore {
             config: config.clone(),
             env,
             api: None,
+            library: None,
             namespace: config.lease_namespace.clone().unwrap_or_default(),
             observed: None,
             may_hold: false,
@@ -197,19 +221,53 @@ impl KubernetesStore {
         self.timing.round_timeout / 2
     }
 
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<(StatusCode, Value), LeaseError> {
+    /// Whether this store talks through the kube crate (`library`, `auto`) or its own REST
+    /// client (`http`).
+    fn uses_library(&self) -> bool {
+        self.config.client_library != ClientLibrary::Http
+    }
+
+    /// One request, through whichever client is in use. Success carries the Lease as JSON; an
+    /// apiserver error carries its `Status` message, for the caller to judge by status code.
+    async fn send(&self, call: Call<'_>) -> Result<(StatusCode, Value), LeaseError> {
+        let budget = self.request_budget();
+        if let Some(lib) = &self.library {
+            let (ns, name) = (self.namespace.as_str(), self.config.lease_name.as_str());
+            let what = format!("{} lease {ns}/{name}", call.verb());
+            let fut = async {
+                match call {
+                    Call::Get => lib.get(ns, name).await,
+                    Call::Post(b) => lib.create(ns, b).await,
+                    Call::Put(b) => lib.replace(ns, name, b).await,
+                }
+            };
+            return match tokio::time::timeout(budget, fut).await {
+                Ok(Ok(a)) => Ok(a),
+                Ok(Err(e)) => Err(LeaseError::Store(format!("{what}: {e}"))),
+                Err(_) => Err(LeaseError::Store(format!(
+                    "{what}: no answer within {budget:?}"
+                ))),
+            };
+        }
         let api = self
             .api
             .as_ref()
             .ok_or_else(|| LeaseError::Store("the apiserver client is not set up".into()))?;
+        let (method, path, body) = match call {
+            Call::Get => (Method::GET, self.lease_path(), None),
+            Call::Post(b) => (
+                Method::POST,
+                format!(
+                    "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+                    self.namespace
+                ),
+                Some(b),
+            ),
+            Call::Put(b) => (Method::PUT, self.lease_path(), Some(b)),
+        };
         let body = body.map(|b| b.to_string().into_bytes());
         let answer = api
-            .send(method, path, body, self.request_budget())
+            .send(method, &path, body, budget)
             .await
             .map_err(LeaseError::Store)?;
         let value = if answer.status.is_success() {
@@ -315,12 +373,8 @@ impl KubernetesStore {
                 "leaseTransitions": 0,
             },
         });
-        let path = format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace
-        );
         self.may_hold = true;
-        let (status, lease) = self.send(Method::POST, &path, Some(&body)).await?;
+        let (status, lease) = self.send(Call::Post(&body)).await?;
         match status {
             StatusCode::CREATED | StatusCode::OK => {
                 self.observe(&lease, Instant::now());
@@ -355,8 +409,7 @@ impl KubernetesStore {
             spec["leaseTransitions"] = json!(n + 1);
         }
         self.may_hold = true;
-        let path = self.lease_path();
-        let (status, answer) = self.send(Method::PUT, &path, Some(&lease)).await?;
+        let (status, answer) = self.send(Call::Put(&lease)).await?;
         match status {
             StatusCode::OK | StatusCode::CREATED => {
                 self.observe(&answer, Instant::now());
@@ -403,19 +456,28 @@ impl KubernetesStore {
         if !changed {
             return;
         }
-        match resolve(&self.config, &self.env) {
-            Ok(fresh) => {
+        let fresh = resolve(&self.config, &self.env).map_err(|e| e.to_string());
+        let library = match &fresh {
+            Ok(api) if self.uses_library() => {
+                LibraryClient::new(api, self.request_budget()).map(Some)
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.clone()),
+        };
+        match fresh.and_then(|api| library.map(|lib| (api, lib))) {
+            Ok((fresh, library)) => {
                 tracing::info!(
-                    "cluster: kubernetes TLS files changed on disk; the apiserver client was \
+                    "cluster: kubernetes credential files changed on disk; the apiserver client was \
                      rebuilt ({})",
                     fresh.source
                 );
                 self.api = Some(fresh);
+                self.library = library;
                 self.rotation_warned = false;
             }
             Err(e) if !self.rotation_warned => {
                 tracing::warn!(
-                    "cluster: kubernetes TLS files changed but do not load yet ({e}); keeping \
+                    "cluster: kubernetes credential files changed but do not load yet ({e}); keeping \
                      the previous client and retrying"
                 );
                 self.rotation_warned = true;
@@ -426,8 +488,7 @@ impl KubernetesStore {
 
     async fn round(&mut self) -> Result<LeaseObservation, LeaseError> {
         self.check_rotation();
-        let path = self.lease_path();
-        let (status, lease) = self.send(Method::GET, &path, None).await?;
+        let (status, lease) = self.send(Call::Get).await?;
         match status {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND => return self.create().await,
@@ -465,14 +526,6 @@ impl LeaseStore for KubernetesStore {
     }
 
     async fn prepare(&mut self) -> Result<(), String> {
-        if self.config.client_library == ClientLibrary::Library {
-            return Err(
-                "cluster.backend kubernetes: cannot start: cluster.kubernetes.clientLibrary is \
-                 `library`, but this build of cronstable has no Kubernetes client library built \
-                 in; use `auto` or `http` (the built-in REST client)"
-                    .to_owned(),
-            );
-        }
         let (config, env) = (self.config.clone(), self.env.clone());
         let api = tokio::task::spawn_blocking(move || resolve(&config, &env))
             .await
@@ -481,9 +534,18 @@ impl LeaseStore for KubernetesStore {
         if self.namespace.is_empty() {
             self.namespace = api.default_namespace.clone();
         }
+        let client = if self.uses_library() {
+            self.library = Some(
+                LibraryClient::new(&api, self.request_budget())
+                    .map_err(|e| format!("cluster.backend kubernetes: cannot start: {e}"))?,
+            );
+            "the kube client library"
+        } else {
+            "the built-in REST client"
+        };
         tracing::info!(
-            "cluster: kubernetes election on lease {}/{} at {} via {} (identity={}, \
-             leaseDuration={}s, renewDeadline={}s, retryPeriod={}s)",
+            "cluster: kubernetes election on lease {}/{} at {} via {} with {client} \
+             (identity={}, leaseDuration={}s, renewDeadline={}s, retryPeriod={}s)",
             self.namespace,
             self.config.lease_name,
             api.url,
@@ -507,8 +569,7 @@ impl LeaseStore for KubernetesStore {
         }
         // Re-read rather than trust the cached resourceVersion: a renew whose answer was lost
         // may have moved it.
-        let path = self.lease_path();
-        let (status, mut lease) = self.send(Method::GET, &path, None).await?;
+        let (status, mut lease) = self.send(Call::Get).await?;
         if status != StatusCode::OK {
             return Ok(());
         }
@@ -522,7 +583,7 @@ impl LeaseStore for KubernetesStore {
         spec["leaseDurationSeconds"] = json!(1);
         spec["renewTime"] = Value::String(now.clone());
         spec["acquireTime"] = Value::String(now);
-        let (status, answer) = self.send(Method::PUT, &path, Some(&lease)).await?;
+        let (status, answer) = self.send(Call::Put(&lease)).await?;
         if status.is_success() {
             self.may_hold = false;
             Ok(())

@@ -1,15 +1,17 @@
 //! How the Kubernetes lease store reaches the apiserver: credentials (in-cluster service
 //! account, or a kubeconfig), and a small REST client over hyper and rustls (CFG-11).
 //!
-//! This is the `clientLibrary: http` client (and what `auto` uses: this build has no client
-//! library built in). It speaks only what the Lease algorithm needs, JSON over HTTP/1.1, one
+//! The REST client is `clientLibrary: http` (`library` and `auto` use the kube crate,
+//! [`library`], built from the same credentials). It speaks only what the Lease algorithm
+//! needs, JSON over HTTP/1.1, one
 //! connection per request: a round is a GET and at most one write every `retryPeriodSeconds`,
 //! so keep-alive would save little and a fresh connection never carries a stale TLS context.
 //!
 //! The library reads no environment variables: the caller fills a [`K8sEnv`] with
 //! `KUBERNETES_SERVICE_HOST`/`PORT` and the service-account directory. The bearer token is read
-//! from its file on every request, because projected service-account tokens are rotated in place
-//! by the kubelet (ROT-03 for the token; the CA and client certificate are checked by the store).
+//! from its file on every request by the REST client (the kube client re-reads it about once a
+//! minute), because projected service-account tokens are rotated in place by the kubelet
+//! (ROT-03 for the token; the CA and client certificate are checked by the store).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,6 +103,16 @@ enum Auth {
     TokenFile(PathBuf),
 }
 
+/// How to verify an https:// apiserver and prove who we are to it: the built connector, and
+/// the PEM it was built from (the library client builds its own from the same bytes).
+#[derive(Clone)]
+struct Tls {
+    connector: TlsConnector,
+    name: ServerName<'static>,
+    ca_pem: Vec<u8>,
+    identity_pem: Option<(Vec<u8>, Vec<u8>)>,
+}
+
 /// A resolved apiserver: where it is, how to trust it, how to authenticate, and the default
 /// namespace for the Lease.
 #[derive(Clone)]
@@ -111,14 +123,14 @@ pub struct ApiClient {
     port: u16,
     authority: String,
     base_path: String,
-    tls: Option<(TlsConnector, ServerName<'static>)>,
+    tls: Option<Tls>,
     auth: Auth,
     /// The namespace when `leaseNamespace` is unset (the pod's, or the kubeconfig context's).
     pub default_namespace: String,
     /// Where the credentials came from, for the start log line.
     pub source: String,
-    /// The CA / client certificate files this client was built from, with their bytes, so the
-    /// store can notice an in-place rotation (ROT-03).
+    /// The credential files this client was built from (kubeconfig, CA, client certificate and
+    /// key), with their bytes, so the store can notice an in-place rotation (ROT-03).
     pub tls_files: Vec<(PathBuf, Vec<u8>)>,
 }
 
@@ -204,9 +216,10 @@ impl ApiClient {
             .map_err(|e| format!("cannot connect: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let resp = match &self.tls {
-            Some((connector, name)) => {
-                let tls = connector
-                    .connect(name.clone(), tcp)
+            Some(t) => {
+                let tls = t
+                    .connector
+                    .connect(t.name.clone(), tcp)
                     .await
                     .map_err(|e| format!("TLS handshake failed: {e}"))?;
                 exchange(TokioIo::new(tls), req).await?
@@ -241,6 +254,9 @@ where
         .to_vec();
     Ok(Answer { status, body })
 }
+
+#[path = "kubernetes_library.rs"]
+pub mod library;
 
 // === credentials ===
 
@@ -278,7 +294,7 @@ fn tls_for(
     ca: Option<&[u8]>,
     identity: Option<(Vec<u8>, Vec<u8>)>,
     ca_key: &str,
-) -> Result<(TlsConnector, ServerName<'static>), CredentialError> {
+) -> Result<Tls, CredentialError> {
     let ca = ca.ok_or_else(|| {
         invalid(
             ca_key,
@@ -302,7 +318,7 @@ fn tls_for(
         .with_safe_default_protocol_versions()
         .map_err(|e| invalid(ca_key, e.to_string()))?
         .with_root_certificates(roots);
-    let config = match identity {
+    let config = match identity.clone() {
         None => builder.with_no_client_auth(),
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(&cert)
@@ -317,7 +333,12 @@ fn tls_for(
     };
     let name = ServerName::try_from(host.to_owned())
         .map_err(|e| invalid(ca_key, format!("{host:?} is not a TLS server name: {e}")))?;
-    Ok((TlsConnector::from(Arc::new(config)), name))
+    Ok(Tls {
+        connector: TlsConnector::from(Arc::new(config)),
+        name,
+        ca_pem: ca.to_vec(),
+        identity_pem: identity,
+    })
 }
 
 /// Resolves how to reach the apiserver for `config`: the kubeconfig when one is set, else the

@@ -19,7 +19,6 @@
 //! [`FakeApiServer::race_next_get`] slips a write in between a reader's GET and its PUT.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +32,18 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 const PREFIX: &str = "/apis/coordination.k8s.io/v1/namespaces/";
+
+/// The service's error while the fake is down.
+#[derive(Debug)]
+struct Down;
+
+impl std::fmt::Display for Down {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the fake apiserver is down")
+    }
+}
+
+impl std::error::Error for Down {}
 
 #[derive(Default)]
 struct Inner {
@@ -106,7 +117,15 @@ impl FakeApiServer {
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| {
                         let inner = inner.clone();
-                        async move { Ok::<_, Infallible>(serve(&inner, req).await) }
+                        async move {
+                            // Down also breaks kept-alive connections (the kube client pools
+                            // them): an error from the service makes hyper drop the connection
+                            // without an answer.
+                            if inner.down.load(Ordering::SeqCst) {
+                                return Err(Down);
+                            }
+                            Ok(serve(&inner, req).await)
+                        }
                     });
                     let http = hyper::server::conn::http1::Builder::new();
                     match tls {

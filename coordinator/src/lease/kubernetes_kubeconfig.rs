@@ -151,7 +151,9 @@ pub(super) fn from_kubeconfig(
         }
     };
     let (https, host, port, authority, base_path) = parse_url(url_key, &url)?;
-    let mut tls_files = Vec::new();
+    // The kubeconfig itself is watched too: a rewritten one (new token, new server) is picked
+    // up the same way as a rotated certificate.
+    let mut tls_files = vec![(path.to_owned(), text.clone().into_bytes())];
     let tls = if https {
         let ca = pem_source(
             "certificate-authority",

@@ -109,12 +109,30 @@ fn timing_follows_the_three_settings() {
     );
 }
 
+/// Runs a test body, `async fn name(lib: ClientLibrary)`, once per client: the kube crate
+/// (`library`) and the built-in REST client (`http`).
+macro_rules! both_clients {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn library() {
+                super::$name(ClientLibrary::Library).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name(ClientLibrary::Http).await;
+            }
+        }
+    )*};
+}
+
 // === helpers ===
 
 /// A service-account directory with `token` and `namespace`.
 fn sa_dir(token: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("token"), format!("{token}\n")).unwrap();
+    std::fs::write(d.path().join("token"), token).unwrap();
     std::fs::write(d.path().join("namespace"), format!("{NS}\n")).unwrap();
     d
 }
@@ -127,21 +145,27 @@ fn env(dir: &Path) -> K8sEnv {
     }
 }
 
-fn config(url: &str) -> KubernetesConfig {
+fn config(url: &str, lib: ClientLibrary) -> KubernetesConfig {
     KubernetesConfig {
         api_server: Some(url.to_owned()),
+        client_library: lib,
         ..KubernetesConfig::default()
     }
 }
 
-async fn store(fake: &FakeApiServer, dir: &Path, name: &str) -> KubernetesStore {
-    let mut s = KubernetesStore::new(&config(&fake.url()), name, env(dir)).with_timing(T);
+async fn store(
+    fake: &FakeApiServer,
+    dir: &Path,
+    name: &str,
+    lib: ClientLibrary,
+) -> KubernetesStore {
+    let mut s = KubernetesStore::new(&config(&fake.url(), lib), name, env(dir)).with_timing(T);
     s.prepare().await.unwrap();
     s
 }
 
 fn raw_client(fake: &FakeApiServer, dir: &Path) -> ApiClient {
-    resolve(&config(&fake.url()), &env(dir)).unwrap()
+    resolve(&config(&fake.url(), ClientLibrary::Http), &env(dir)).unwrap()
 }
 
 fn lease_url(name: &str) -> String {
@@ -251,15 +275,23 @@ async fn the_fake_can_be_down_and_slow() {
     assert_eq!(ok.unwrap().status, StatusCode::NOT_FOUND);
 }
 
-// === the store against the fake ===
+// === the store against the fake, through both clients ===
 
-#[tokio::test]
-async fn create_follow_renew_with_token_holders_and_fences() {
+both_clients!(
+    create_follow_renew_with_token_holders_and_fences,
+    a_409_race_has_exactly_one_winner,
+    a_lost_write_stands_down_one_round_and_stays_quorate,
+    takeover_waits_a_whole_lease_duration_on_the_challengers_clock,
+    release_clears_the_holder_and_another_takes_over_at_once,
+    a_slow_apiserver_fails_the_round_within_the_renew_deadline,
+);
+
+async fn create_follow_renew_with_token_holders_and_fences(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("sa-token");
     fake.require_token("sa-token");
-    let mut a = store(&fake, dir.path(), "a").await;
-    let mut b = store(&fake, dir.path(), "b").await;
+    let mut a = store(&fake, dir.path(), "a", lib).await;
+    let mut b = store(&fake, dir.path(), "b", lib).await;
     let won = a.campaign().await.unwrap();
     assert!(won.held_by_me);
     // The namespace came from the service-account file; the holder carries the token.
@@ -291,15 +323,14 @@ async fn create_follow_renew_with_token_holders_and_fences() {
     assert_eq!(after["spec"]["leaseTransitions"], 0);
 }
 
-#[tokio::test]
-async fn a_409_race_has_exactly_one_winner() {
+async fn a_409_race_has_exactly_one_winner(lib: ClientLibrary) {
     // LSE-K-03: both challengers read the same resourceVersion (every answer held back 300 ms
     // so the two GETs are in flight together); both PUT on it; the apiserver takes one.
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("t");
-    let mut a = store(&fake, dir.path(), "a").await;
-    let mut b = store(&fake, dir.path(), "b").await;
-    let mut gone = store(&fake, dir.path(), "gone").await;
+    let mut a = store(&fake, dir.path(), "a", lib).await;
+    let mut b = store(&fake, dir.path(), "b", lib).await;
+    let mut gone = store(&fake, dir.path(), "gone", lib).await;
     gone.campaign().await.unwrap();
     gone.release().await.unwrap();
     fake.set_delay(Duration::from_millis(300));
@@ -317,11 +348,10 @@ async fn a_409_race_has_exactly_one_winner() {
     assert_eq!(fake.lease(NS, NAME).unwrap()["spec"]["leaseTransitions"], 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_write_stands_down_one_round_and_stays_quorate() {
+async fn a_lost_write_stands_down_one_round_and_stays_quorate(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("t");
-    let s = store(&fake, dir.path(), "a").await;
+    let s = store(&fake, dir.path(), "a", lib).await;
     let node = DriverNode::start(s);
     wait_until("a leads", T.duration, || node.leads()).await;
     fake.race_next_get();
@@ -343,12 +373,11 @@ async fn a_lost_write_stands_down_one_round_and_stays_quorate() {
     node.stop().await;
 }
 
-#[tokio::test]
-async fn takeover_waits_a_whole_lease_duration_on_the_challengers_clock() {
+async fn takeover_waits_a_whole_lease_duration_on_the_challengers_clock(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("t");
-    let mut a = store(&fake, dir.path(), "a").await;
-    let mut b = store(&fake, dir.path(), "b").await;
+    let mut a = store(&fake, dir.path(), "a", lib).await;
+    let mut b = store(&fake, dir.path(), "b", lib).await;
     a.campaign().await.unwrap();
     // The holder's clock is an hour slow: its renewTime looks long expired to anyone who
     // compares it with their own wall clock. The challenger must not.
@@ -380,12 +409,11 @@ async fn takeover_waits_a_whole_lease_duration_on_the_challengers_clock() {
     );
 }
 
-#[tokio::test]
-async fn release_clears_the_holder_and_another_takes_over_at_once() {
+async fn release_clears_the_holder_and_another_takes_over_at_once(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("t");
-    let mut a = store(&fake, dir.path(), "a").await;
-    let mut b = store(&fake, dir.path(), "b").await;
+    let mut a = store(&fake, dir.path(), "a", lib).await;
+    let mut b = store(&fake, dir.path(), "b", lib).await;
     a.campaign().await.unwrap();
     assert!(!b.campaign().await.unwrap().held_by_me);
     a.release().await.unwrap();
@@ -397,16 +425,15 @@ async fn release_clears_the_holder_and_another_takes_over_at_once() {
     assert_eq!(fake.lease(NS, NAME).unwrap()["spec"]["leaseTransitions"], 1);
     // A release by a non-holder writes nothing.
     let before = fake.requests();
-    let mut c = store(&fake, dir.path(), "c").await;
+    let mut c = store(&fake, dir.path(), "c", lib).await;
     c.release().await.unwrap();
     assert_eq!(fake.requests(), before);
 }
 
-#[tokio::test]
-async fn a_slow_apiserver_fails_the_round_within_the_renew_deadline() {
+async fn a_slow_apiserver_fails_the_round_within_the_renew_deadline(lib: ClientLibrary) {
     let fake = FakeApiServer::start().await;
     let dir = sa_dir("t");
-    let mut a = store(&fake, dir.path(), "a").await;
+    let mut a = store(&fake, dir.path(), "a", lib).await;
     a.campaign().await.unwrap();
     fake.set_delay(T.round_timeout);
     let start = Instant::now();
@@ -421,25 +448,20 @@ async fn a_slow_apiserver_fails_the_round_within_the_renew_deadline() {
 #[tokio::test]
 async fn start_refusals_name_the_key() {
     let dir = sa_dir("t");
-    let library = KubernetesConfig {
-        client_library: ClientLibrary::Library,
-        ..config("http://127.0.0.1:1")
-    };
-    let e = KubernetesStore::new(&library, "a", env(dir.path()))
-        .prepare()
-        .await
-        .unwrap_err();
-    assert!(e.contains("cluster.kubernetes.clientLibrary"), "{e}");
     let e = KubernetesStore::new(&KubernetesConfig::default(), "a", env(dir.path()))
         .prepare()
         .await
         .unwrap_err();
     assert!(e.contains("KUBERNETES_SERVICE_HOST is unset"), "{e}");
     let no_sa = env(&dir.path().join("missing"));
-    let e = KubernetesStore::new(&config("http://127.0.0.1:1"), "a", no_sa)
-        .prepare()
-        .await
-        .unwrap_err();
+    let e = KubernetesStore::new(
+        &config("http://127.0.0.1:1", ClientLibrary::Http),
+        "a",
+        no_sa,
+    )
+    .prepare()
+    .await
+    .unwrap_err();
     assert!(e.contains("token"), "{e}");
     // In a pod, the URL comes from the service variables and needs the CA to verify it.
     let pod = K8sEnv {
@@ -455,13 +477,27 @@ async fn start_refusals_name_the_key() {
 }
 
 #[tokio::test]
+async fn a_token_file_ending_in_a_newline() {
+    // The REST client trims it; the kube client would send it, so it is refused at start.
+    let fake = FakeApiServer::start().await;
+    fake.require_token("t");
+    let dir = sa_dir("t\n");
+    let mut http = store(&fake, dir.path(), "a", ClientLibrary::Http).await;
+    assert!(http.campaign().await.unwrap().held_by_me);
+    let cfg = config(&fake.url(), ClientLibrary::Library);
+    let e = KubernetesStore::new(&cfg, "b", env(dir.path()))
+        .prepare()
+        .await
+        .unwrap_err();
+    assert!(e.contains("clientLibrary: http"), "{e}");
+}
+
+#[tokio::test]
 async fn a_refused_start_publishes_no_manager() {
-    let dir = sa_dir("t");
-    let library = KubernetesConfig {
-        client_library: ClientLibrary::Library,
-        ..config("http://127.0.0.1:1")
-    };
-    let s = KubernetesStore::new(&library, "a", env(dir.path()));
+    // No service-account token where in-cluster credentials should be.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config("http://127.0.0.1:1", ClientLibrary::Auto);
+    let s = KubernetesStore::new(&cfg, "a", env(dir.path()));
     let (mut rx, stop, task) = crate::lease::driver::spawn(s, "a");
     let view = rx
         .wait_for(|v| !matches!(v.election, Election::Off))
@@ -471,7 +507,11 @@ async fn a_refused_start_publishes_no_manager() {
     let Election::NoManager { reason } = &view.election else {
         panic!("expected NoManager, got {:?}", view.election)
     };
-    assert!(reason.contains("clientLibrary"), "{reason}");
+    assert!(
+        reason.starts_with("cluster.backend kubernetes: cannot start: "),
+        "{reason}"
+    );
+    assert!(reason.contains("token"), "{reason}");
     stop.send(()).unwrap();
     task.await.unwrap();
 }
@@ -504,80 +544,5 @@ impl DriverNode {
     }
 }
 
-// === the conformance suite, real clock, against the fake ===
-
-struct K8s {
-    fake: FakeApiServer,
-    dir: tempfile::TempDir,
-}
-
-impl K8s {
-    async fn new() -> Self {
-        K8s {
-            fake: FakeApiServer::start().await,
-            dir: sa_dir("t"),
-        }
-    }
-}
-
-impl Harness for K8s {
-    type Store = KubernetesStore;
-    fn contender(&self, name: &str) -> KubernetesStore {
-        KubernetesStore::new(&config(&self.fake.url()), name, env(self.dir.path())).with_timing(T)
-    }
-    fn break_store(&self) {
-        self.fake.set_down(true);
-    }
-    fn heal_store(&self) {
-        self.fake.set_down(false);
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_conformance_single_holder() {
-    let _serial = conformance::serial().await;
-    conformance::single_holder(&K8s::new().await, T).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_conformance_fence_on_run_changes_on_takeover() {
-    let _serial = conformance::serial().await;
-    conformance::fence_on_run_changes_on_takeover(&K8s::new().await, T).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_conformance_release_gives_immediate_takeover() {
-    let _serial = conformance::serial().await;
-    conformance::release_gives_immediate_takeover(&K8s::new().await, T).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_conformance_dead_holder_is_replaced() {
-    let _serial = conformance::serial().await;
-    let took = conformance::dead_holder_is_replaced(&K8s::new().await, T).await;
-    // LSE-K-02: never sooner than a lease duration after the last renew could have been seen.
-    assert!(took >= T.duration - T.round_every, "took {took:?}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_conformance_outage_fails_closed_then_recovers() {
-    let _serial = conformance::serial().await;
-    conformance::outage_fails_closed_then_recovers(&K8s::new().await, T).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_duplicate_identity_cannot_give_two_leaders() {
-    // LSE-03 through the driver: two processes named "a" write distinct holders.
-    let _serial = conformance::serial().await;
-    let h = K8s::new().await;
-    let nodes = [Node::start(&h, "a"), Node::start(&h, "a")];
-    conformance::one_leader(&nodes, T).await;
-    let until = Instant::now() + T.duration;
-    while Instant::now() < until {
-        assert!(nodes.iter().filter(|n| n.leads()).count() <= 1);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for n in nodes {
-        n.stop().await;
-    }
-}
+#[path = "kubernetes_conformance_tests.rs"]
+mod suite;
