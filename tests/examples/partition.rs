@@ -2,15 +2,17 @@
 //! jobs and as many nemesis cycles as fit in the given minutes. Needs root (network
 //! namespaces).
 //!
-//! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED]`
-//! (default 30 minutes, seed from the clock). Writes `target/partition/gossip-long-<seed>.json`
+//! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED] [gossip|etcd]`
+//! (default 30 minutes, seed from the clock, gossip). Writes `target/partition/gossip-long-<seed>.json`
 //! and `.svg`, prints the summary, and exits 1 when a verdict failed.
 
 use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::checker::Validity;
-use cronstable_tests::partition::{Bench, Rng, RunTimes, generate, nemesis_schedule};
+use cronstable_tests::partition::{
+    Bench, HarnessBackend, Rng, RunTimes, generate, nemesis_schedule,
+};
 
 fn main() -> std::process::ExitCode {
     let mut args = std::env::args().skip(1);
@@ -24,7 +26,11 @@ fn main() -> std::process::ExitCode {
     let jobs = generate(&mut rng, 20);
     let dir = tempfile::tempdir().unwrap();
     let test_start = now_ms();
-    let mut bench = Bench::start(75, dir.path(), &jobs);
+    let backend = match std::env::args().nth(3).as_deref() {
+        Some("etcd") => HarnessBackend::Etcd,
+        _ => HarnessBackend::Gossip,
+    };
+    let mut bench = Bench::start(75, dir.path(), &jobs, backend);
     let ack = bench.wait_converged(jobs.len());
     let (hold, rest) = (Duration::from_secs(30), Duration::from_secs(20));
     // One cycle: four rests, three partitions and a kill of half a hold.
@@ -33,7 +39,7 @@ fn main() -> std::process::ExitCode {
     let final_heal = nemesis_schedule(&mut bench, cycles, hold, rest);
     std::thread::sleep(Duration::from_secs(60));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition");
-    let title = format!("gossip-long-{seed}");
+    let title = format!("{backend:?}-long-{seed}").to_lowercase();
     let report = bench.check(
         &jobs,
         &RunTimes {

@@ -132,6 +132,18 @@ pub struct RunTimes {
     pub final_heal: i64,
 }
 
+/// Which backend the cluster elects through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HarnessBackend {
+    /// mTLS gossip between the five coordinators.
+    Gossip,
+    /// A three-member etcd cluster on n1..n3, every coordinator a client (lease ttl 6 s).
+    Etcd,
+}
+
+/// The etcd lease ttl in the harness, seconds.
+pub const ETCD_TTL_S: i64 = 6;
+
 /// One host's processes.
 struct Host {
     coordinator: Option<Coordinator>,
@@ -149,17 +161,53 @@ pub struct Bench {
     pub exempt: Vec<Exemption>,
     /// The poll interval, ms.
     pub interval_ms: i64,
+    /// The backend.
+    pub backend: HarnessBackend,
+    /// etcd members (killed on drop, before the lab goes).
+    etcd: Vec<std::process::Child>,
     /// The lab. Fields drop in order, so it goes after the processes in `hosts`.
     pub lab: Lab,
 }
 
+impl Drop for Bench {
+    fn drop(&mut self) {
+        for m in &mut self.etcd {
+            let _ = m.kill();
+            let _ = m.wait();
+        }
+    }
+}
+
 impl Bench {
     /// Starts five hosts on lab `id` with `jobs`.
-    pub fn start(id: u8, dir: &Path, jobs: &[GenJob]) -> Bench {
+    pub fn start(id: u8, dir: &Path, jobs: &[GenJob], backend: HarnessBackend) -> Bench {
         let lab = Lab::new(id, 5);
         let mut plan = ClusterPlan::new(5, 0);
         plan.hosts = Some(lab.hosts.iter().map(|h| h.ip.clone()).collect());
         let files = ClusterFiles::write(dir, &plan);
+        let mut etcd = Vec::new();
+        if backend == HarnessBackend::Etcd {
+            etcd = start_etcd(&lab, dir);
+            let ips: Vec<&str> = lab.hosts.iter().map(|h| h.ip.as_str()).collect();
+            for (i, node) in files.nodes.iter().enumerate() {
+                // Its own member first (n1..n3), then the others; n4 and n5 start at n3.
+                let mut order: Vec<usize> = vec![0, 1, 2];
+                order.rotate_left(i.min(2));
+                let endpoints: Vec<String> = order
+                    .iter()
+                    .map(|&m| format!("\"http://{}:2379\"", ips[m]))
+                    .collect();
+                let yaml = format!(
+                    "api:\n  listen: 127.0.0.1:{}\nweb:\n  listen: 0.0.0.0:{}\ncluster:\n  \
+                     backend: etcd\n  nodeName: {}\n  etcd:\n    endpoints: [{}]\n    ttl: {ETCD_TTL_S}\n",
+                    node.api_port,
+                    node.web_port,
+                    node.name,
+                    endpoints.join(", ")
+                );
+                std::fs::write(&node.config, yaml).unwrap();
+            }
+        }
         let recorder = dir.join("record.sh");
         std::fs::write(&recorder, RECORDER).unwrap();
         Command::new("chmod")
@@ -176,6 +224,8 @@ impl Bench {
             nemesis: Vec::new(),
             exempt: Vec::new(),
             interval_ms: 1_000,
+            backend,
+            etcd,
         };
         for i in 0..5 {
             let host = bench.start_host(i);
@@ -231,7 +281,11 @@ impl Bench {
                 let agreed = v["peers"]
                     .as_array()
                     .is_some_and(|p| p.iter().all(|p| p["status"] == "agreed"));
-                if !(agreed && v["leader"] == "n1") {
+                let settled = match self.backend {
+                    HarnessBackend::Gossip => agreed && v["leader"] == "n1",
+                    HarnessBackend::Etcd => v["quorate"] == true && v["leader"].is_string(),
+                };
+                if !settled {
                     return Err(v.to_string());
                 }
             }
@@ -240,6 +294,10 @@ impl Bench {
     }
 
     fn around_change(&mut self, at: i64) {
+        // A fenced backend gets no double-run exemption.
+        if self.backend != HarnessBackend::Gossip {
+            return;
+        }
         // GSP-121 and the core simulator's residual: a few rounds after any topology change.
         let bound = 5 * self.interval_ms;
         self.exempt.push(Exemption {
@@ -290,10 +348,15 @@ impl Bench {
         let to = now_ms();
         self.around_change(from);
         self.around_change(to);
-        // Its peers defer PreferLeader firings to it until their next poll notices it is gone.
+        // Its peers defer PreferLeader firings to it until they notice it is gone: gossip at
+        // their next poll, etcd once its lease expires.
+        let notice = match self.backend {
+            HarnessBackend::Gossip => 3 * self.interval_ms + 1_000,
+            HarnessBackend::Etcd => ETCD_TTL_S * 1000 + 2_000,
+        };
         self.exempt.push(Exemption {
             from,
-            to: from + 3 * self.interval_ms + 1_000,
+            to: from + notice,
             policy: ClusterPolicy::PreferLeader,
             node: None,
             reason: "GSP-122: peers notice a dead owner at their next poll".into(),
@@ -401,6 +464,54 @@ impl Bench {
         .unwrap();
         report
     }
+}
+
+/// Starts a three-member etcd cluster on hosts n1..n3 and waits until it is healthy.
+fn start_etcd(lab: &Lab, dir: &Path) -> Vec<std::process::Child> {
+    let ips: Vec<String> = lab.hosts.iter().take(3).map(|h| h.ip.clone()).collect();
+    let initial: Vec<String> = ips
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| format!("m{i}=http://{ip}:2380"))
+        .collect();
+    let mut members = Vec::new();
+    for (i, ip) in ips.iter().enumerate() {
+        let mut cmd = lab.command(i, Path::new("etcd"));
+        cmd.args(["--name", &format!("m{i}")])
+            .arg("--data-dir")
+            .arg(dir.join(format!("etcd-m{i}")))
+            .args(["--listen-client-urls", &format!("http://{ip}:2379")])
+            .args(["--advertise-client-urls", &format!("http://{ip}:2379")])
+            .args(["--listen-peer-urls", &format!("http://{ip}:2380")])
+            .args([
+                "--initial-advertise-peer-urls",
+                &format!("http://{ip}:2380"),
+            ])
+            .args(["--initial-cluster", &initial.join(",")])
+            .args(["--initial-cluster-state", "new"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        members.push(cmd.spawn().unwrap_or_else(|e| {
+            panic!(
+                "starting etcd in {} (install Debian's etcd-server): {e}",
+                lab.hosts[i].ns
+            )
+        }));
+    }
+    let endpoints: Vec<String> = ips.iter().map(|ip| format!("http://{ip}:2379")).collect();
+    wait_for_state("the three-member etcd cluster to be healthy", || {
+        let ok = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &endpoints.join(","), "endpoint", "health"])
+            .output()
+            .map_err(|e| format!("running etcdctl: {e}"))?;
+        if ok.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&ok.stderr).into_owned())
+        }
+    });
+    members
 }
 
 /// Runs the standard nemesis schedule: `cycles` rounds of majority/minority split, isolated

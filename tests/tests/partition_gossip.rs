@@ -1,17 +1,31 @@
-//! Seed 003's partition test on the gossip backend, short enough for CI (about 4 minutes):
+//! Seed 003's partition test on the gossip and etcd backends, short enough for CI (about 4
+//! minutes each):
 //! five hosts in network namespaces, a seeded random workload, one cycle of every nemesis
 //! (majority/minority split, isolated leader, bridge, SIGKILL of the leader), then the
-//! schedule checker over the hosts' run logs (issue 7). The JSON result and the SVG timeline
+//! schedule checker over the hosts' run logs (issue 7). On etcd (three members on n1..n3, the
+//! partitions cut etcd's own traffic too) Leader gets no exemption at all: it is fenced. The JSON result and the SVG timeline
 //! are written to `target/partition/`. Set `CRONSTABLE_PARTITION_SEED` to replay a run.
 
 use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::checker::Validity;
-use cronstable_tests::partition::{Bench, Rng, RunTimes, generate, nemesis_schedule};
+use cronstable_tests::partition::{
+    Bench, HarnessBackend, Rng, RunTimes, generate, nemesis_schedule,
+};
 
 #[test]
 fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
+    short_run(HarnessBackend::Gossip, 74);
+}
+
+#[test]
+fn seed_003_etcd_leader_never_runs_twice_and_nothing_wedges() {
+    short_run(HarnessBackend::Etcd, 76);
+}
+
+/// One short run on `backend` in lab `lab`, with every verdict asserted.
+fn short_run(backend: HarnessBackend, lab: u8) {
     #[allow(clippy::disallowed_methods)] // a test's own knob, not library code
     let seed = std::env::var("CRONSTABLE_PARTITION_SEED")
         .ok()
@@ -25,7 +39,7 @@ fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
     }
     let dir = tempfile::tempdir().unwrap();
     let test_start = now_ms();
-    let mut bench = Bench::start(74, dir.path(), &jobs);
+    let mut bench = Bench::start(lab, dir.path(), &jobs, backend);
     let ack = bench.wait_converged(jobs.len());
     let final_heal = nemesis_schedule(
         &mut bench,
@@ -36,7 +50,7 @@ fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
     // Stabilise, so targets after the heal exist and can be judged (no wedge).
     std::thread::sleep(Duration::from_secs(40));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition");
-    let title = format!("gossip-{seed}");
+    let title = format!("{backend:?}-{seed}").to_lowercase();
     let report = bench.check(
         &jobs,
         &RunTimes {
@@ -84,7 +98,7 @@ fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
     assert_eq!(
         v.at_most_once,
         Validity::Valid,
-        "Leader double-ran outside the documented windows: {failed:?}"
+        "Leader double-ran outside the documented windows ({backend:?}): {failed:?}"
     );
     assert_eq!(v.no_concurrency, Validity::Valid, "{failed:?}");
     assert_eq!(v.no_stray, Validity::Valid, "{failed:?}");
