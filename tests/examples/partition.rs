@@ -2,7 +2,7 @@
 //! jobs and as many nemesis cycles as fit in the given minutes. Needs root (network
 //! namespaces).
 //!
-//! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED] [gossip|etcd]`
+//! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED] [gossip|etcd|filesystem]`
 //! (default 30 minutes, seed from the clock, gossip). Writes `target/partition/gossip-long-<seed>.json`
 //! and `.svg`, prints the summary, and exits 1 when a verdict failed.
 
@@ -28,6 +28,7 @@ fn main() -> std::process::ExitCode {
     let test_start = now_ms();
     let backend = match std::env::args().nth(3).as_deref() {
         Some("etcd") => HarnessBackend::Etcd,
+        Some("filesystem") => HarnessBackend::Filesystem,
         _ => HarnessBackend::Gossip,
     };
     let mut bench = Bench::start(75, dir.path(), &jobs, backend);

@@ -139,6 +139,9 @@ pub enum HarnessBackend {
     Gossip,
     /// A three-member etcd cluster on n1..n3, every coordinator a client (lease ttl 6 s).
     Etcd,
+    /// One lease directory every host shares (lease ttl 6 s). Partitions do not reach a local
+    /// directory, so here they test only that nothing else breaks.
+    Filesystem,
 }
 
 /// The etcd lease ttl in the harness, seconds.
@@ -186,6 +189,22 @@ impl Bench {
         plan.hosts = Some(lab.hosts.iter().map(|h| h.ip.clone()).collect());
         let files = ClusterFiles::write(dir, &plan);
         let mut etcd = Vec::new();
+        if backend == HarnessBackend::Filesystem {
+            let store = dir.join("lease-store");
+            std::fs::create_dir_all(&store).unwrap();
+            for node in &files.nodes {
+                let yaml = format!(
+                    "api:\n  listen: 127.0.0.1:{}\nweb:\n  listen: 0.0.0.0:{}\ncluster:\n  \
+                     backend: filesystem\n  nodeName: {}\n  filesystem:\n    path: {}\n    \
+                     ttl: {ETCD_TTL_S}\n",
+                    node.api_port,
+                    node.web_port,
+                    node.name,
+                    store.display()
+                );
+                std::fs::write(&node.config, yaml).unwrap();
+            }
+        }
         if backend == HarnessBackend::Etcd {
             etcd = start_etcd(&lab, dir);
             let ips: Vec<&str> = lab.hosts.iter().map(|h| h.ip.as_str()).collect();
@@ -283,7 +302,9 @@ impl Bench {
                     .is_some_and(|p| p.iter().all(|p| p["status"] == "agreed"));
                 let settled = match self.backend {
                     HarnessBackend::Gossip => agreed && v["leader"] == "n1",
-                    HarnessBackend::Etcd => v["quorate"] == true && v["leader"].is_string(),
+                    HarnessBackend::Etcd | HarnessBackend::Filesystem => {
+                        v["quorate"] == true && v["leader"].is_string()
+                    }
                 };
                 if !settled {
                     return Err(v.to_string());
@@ -326,6 +347,29 @@ impl Bench {
         });
     }
 
+    /// Freezes every etcd member (SIGSTOP) for `hold`, then resumes them: the store is down but
+    /// its sockets stay open, the worst case for a client. A no-op on other backends.
+    pub fn store_outage(&mut self, hold: Duration) {
+        if self.etcd.is_empty() {
+            return;
+        }
+        let from = now_ms();
+        for m in &self.etcd {
+            crate::send_signal(m.id(), 19);
+        }
+        std::thread::sleep(hold);
+        for m in &self.etcd {
+            crate::send_signal(m.id(), 18);
+        }
+        let to = now_ms();
+        println!("nemesis: etcd stopped for {} s", hold.as_secs());
+        self.nemesis.push(Period {
+            from,
+            to,
+            label: "etcd stopped".into(),
+        });
+    }
+
     /// SIGKILLs host `i`'s coordinator and shim, waits `down`, restarts both.
     pub fn kill(&mut self, i: usize, down: Duration) {
         let name = self.files.nodes[i].name.clone();
@@ -352,7 +396,7 @@ impl Bench {
         // their next poll, etcd once its lease expires.
         let notice = match self.backend {
             HarnessBackend::Gossip => 3 * self.interval_ms + 1_000,
-            HarnessBackend::Etcd => ETCD_TTL_S * 1000 + 2_000,
+            HarnessBackend::Etcd | HarnessBackend::Filesystem => ETCD_TTL_S * 1000 + 2_000,
         };
         self.exempt.push(Exemption {
             from,
@@ -531,6 +575,10 @@ pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: 
         });
         std::thread::sleep(rest);
         bench.kill(0, hold / 2);
+        if bench.backend == HarnessBackend::Etcd {
+            std::thread::sleep(rest);
+            bench.store_outage(hold);
+        }
     }
     now_ms()
 }
