@@ -72,6 +72,11 @@ impl Environment {
     }
 }
 
+/// Resolves once `rx` says stop (`true`), or when its sender is gone, which also means stop.
+pub(crate) async fn stop_requested(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
 /// Why the coordinator could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -125,13 +130,7 @@ pub async fn run(
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let state = CoordinatorState::new(view_rx);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            // Resolves on `true`, or when the sender is gone (which also means stop).
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
+    let stopped = move || stop_requested(stop_rx.clone());
 
     tracing::info!(
         node = node_name,

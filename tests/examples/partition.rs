@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::checker::Validity;
-use cronstable_tests::partition::{
-    Bench, HarnessBackend, Rng, RunTimes, generate, nemesis_schedule,
-};
+use cronstable_tests::partition::{HarnessBackend, RunPlan, artefact_dir, run};
 
 fn main() -> std::process::ExitCode {
     let mut args = std::env::args().skip(1);
@@ -22,36 +20,28 @@ fn main() -> std::process::ExitCode {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| now_ms() as u64);
     println!("long partition run: {minutes} min, seed {seed}");
-    let mut rng = Rng::new(seed);
-    let jobs = generate(&mut rng, 20);
-    let dir = tempfile::tempdir().unwrap();
-    let test_start = now_ms();
     let backend = match std::env::args().nth(3).as_deref() {
         Some("etcd") => HarnessBackend::Etcd,
         Some("filesystem") => HarnessBackend::Filesystem,
         _ => HarnessBackend::Gossip,
     };
-    let mut bench = Bench::start(75, dir.path(), &jobs, backend);
-    let ack = bench.wait_converged(jobs.len());
     let (hold, rest) = (Duration::from_secs(30), Duration::from_secs(20));
     // One cycle: four rests, three partitions and a kill of half a hold.
     let cycle = rest * 4 + hold * 3 + hold / 2;
-    let cycles = ((Duration::from_secs(minutes * 60).as_secs() / cycle.as_secs()).max(1)) as usize;
-    let final_heal = nemesis_schedule(&mut bench, cycles, hold, rest);
-    std::thread::sleep(Duration::from_secs(60));
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition");
+    let cycles = ((minutes * 60 / cycle.as_secs()).max(1)) as usize;
     let title = format!("{backend:?}-long-{seed}").to_lowercase();
-    let report = bench.check(
-        &jobs,
-        &RunTimes {
-            ack,
-            head_start_ms: 10_000,
-            test_start,
-            final_heal,
-        },
-        &out,
-        &title,
-    );
+    let report = run(&RunPlan {
+        backend,
+        lab: 75,
+        seed,
+        jobs: 20,
+        cycles,
+        hold,
+        rest,
+        stabilise: Duration::from_secs(60),
+        title: title.clone(),
+    });
+    let out = artefact_dir();
     println!("{}", serde_json::to_string_pretty(&report.summary).unwrap());
     println!(
         "{}",

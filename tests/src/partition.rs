@@ -582,3 +582,57 @@ pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: 
     }
     now_ms()
 }
+
+/// One whole partition run, as the CI test and the long-run example both do it.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// The backend.
+    pub backend: HarnessBackend,
+    /// The lab id (a distinct one per concurrent run).
+    pub lab: u8,
+    /// The workload seed.
+    pub seed: u64,
+    /// How many jobs.
+    pub jobs: usize,
+    /// Nemesis cycles.
+    pub cycles: usize,
+    /// How long each fault lasts.
+    pub hold: Duration,
+    /// Healthy time between faults.
+    pub rest: Duration,
+    /// Healthy time after the final heal, so targets after it exist (no wedge).
+    pub stabilise: Duration,
+    /// The artefacts' name, `<title>.json` and `<title>.svg` under `target/partition/`.
+    pub title: String,
+}
+
+/// Runs `plan` from start to the checked report. The artefacts go to `target/partition/`.
+pub fn run(plan: &RunPlan) -> CheckReport {
+    let mut rng = Rng::new(plan.seed);
+    let jobs = generate(&mut rng, plan.jobs);
+    for j in &jobs {
+        println!("  {j:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let test_start = now_ms();
+    let mut bench = Bench::start(plan.lab, dir.path(), &jobs, plan.backend);
+    let ack = bench.wait_converged(jobs.len());
+    let final_heal = nemesis_schedule(&mut bench, plan.cycles, plan.hold, plan.rest);
+    std::thread::sleep(plan.stabilise);
+    bench.check(
+        &jobs,
+        &RunTimes {
+            ack,
+            head_start_ms: 10_000,
+            test_start,
+            final_heal,
+        },
+        &artefact_dir(),
+        &plan.title,
+    )
+}
+
+/// Where runs write their JSON and SVG.
+pub fn artefact_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition")
+}

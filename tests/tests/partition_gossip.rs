@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::checker::Validity;
-use cronstable_tests::partition::{
-    Bench, HarnessBackend, Rng, RunTimes, generate, nemesis_schedule,
-};
+use cronstable_tests::partition::{HarnessBackend, RunPlan, artefact_dir, run};
 
 #[test]
 fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
@@ -32,36 +30,19 @@ fn short_run(backend: HarnessBackend, lab: u8) {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| now_ms() as u64);
     println!("partition test seed {seed} (replay with CRONSTABLE_PARTITION_SEED={seed})");
-    let mut rng = Rng::new(seed);
-    let jobs = generate(&mut rng, 8);
-    for j in &jobs {
-        println!("  {j:?}");
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let test_start = now_ms();
-    let mut bench = Bench::start(lab, dir.path(), &jobs, backend);
-    let ack = bench.wait_converged(jobs.len());
-    let final_heal = nemesis_schedule(
-        &mut bench,
-        1,
-        Duration::from_secs(24),
-        Duration::from_secs(15),
-    );
-    // Stabilise, so targets after the heal exist and can be judged (no wedge).
-    std::thread::sleep(Duration::from_secs(40));
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition");
     let title = format!("{backend:?}-{seed}").to_lowercase();
-    let report = bench.check(
-        &jobs,
-        &RunTimes {
-            ack,
-            head_start_ms: 10_000,
-            test_start,
-            final_heal,
-        },
-        &out,
-        &title,
-    );
+    let report = run(&RunPlan {
+        backend,
+        lab,
+        seed,
+        jobs: 8,
+        cycles: 1,
+        hold: Duration::from_secs(24),
+        rest: Duration::from_secs(15),
+        stabilise: Duration::from_secs(40),
+        title: title.clone(),
+    });
+    let out = artefact_dir();
     let s = report.summary;
     println!(
         "checked: {} required targets, {} met, {} missed ({} exempt-missed); {} double runs \

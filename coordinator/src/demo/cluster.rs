@@ -66,12 +66,7 @@ impl Node {
         self.web_port = web_addr.port();
         self.web = Some(web_addr);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let stopped = move || {
-            let mut rx = stop_rx.clone();
-            async move {
-                let _ = rx.wait_for(|s| *s).await;
-            }
-        };
+        let stopped = move || crate::stop_requested(stop_rx.clone());
         let (config, name, stop) = (self.config.clone(), self.name.clone(), stopped());
         self.tasks.push(tokio::spawn(async move {
             crate::run(config, name, crate::Environment::default(), listeners, stop)
@@ -214,15 +209,9 @@ pub async fn run(
     let nodes = Arc::new(tokio::sync::Mutex::new(nodes));
     let report = report_views(nodes.clone(), runs_log, last_runs);
     let commands = read_commands(nodes.clone(), crontab_text);
-    let limit = async {
-        match args.duration {
-            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         _ = shutdown => {}
-        _ = limit => {}
+        () = super::run_for(args.duration) => {}
         () = report => {}
         r = commands => r?,
     }

@@ -53,6 +53,14 @@ GREETING=hello from cronstable
 @reboot echo "$CRONSTABLE_JOB: the shim started"
 "#;
 
+/// Resolves after `seconds`, or never without a limit (`--duration`).
+async fn run_for(seconds: Option<u64>) {
+    match seconds {
+        Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs the demo until `shutdown` resolves or the duration passes. Its crontab goes into a
 /// fresh directory under `scratch` (the binary passes the system temp dir).
 pub async fn run(
@@ -96,12 +104,7 @@ pub async fn run(
     println!("  every firing is decided by the coordinator; watch the log below (Ctrl-C stops)\n");
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-    };
+    let stopped = move || crate::stop_requested(stop_rx.clone());
     let coordinator = tokio::spawn(crate::run(
         Config::default(),
         "demo-node".into(),
@@ -114,15 +117,9 @@ pub async fn run(
     let (_reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
     let shim = tokio::spawn(cronstable_shim::run(shim_config, stopped(), reload_rx));
 
-    let limit = async {
-        match args.duration {
-            Some(s) => tokio::time::sleep(Duration::from_secs(s)).await,
-            None => std::future::pending().await,
-        }
-    };
     tokio::select! {
         _ = shutdown => {}
-        _ = limit => {}
+        () = run_for(args.duration) => {}
     }
     let _ = stop_tx.send(true);
     shim.await.context("the shim task failed")??;

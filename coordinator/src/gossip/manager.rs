@@ -530,8 +530,9 @@ struct Summary {
 
 impl Summary {
     fn refresh(&mut self, set: &JobSet) {
+        // `id` starts empty, which no job-set ID equals, so the first call always builds.
         let id = set.id.to_string();
-        if id == self.id && !self.jobs.is_empty() {
+        if id == self.id {
             return;
         }
         self.jobs = set
