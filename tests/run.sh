@@ -28,6 +28,8 @@ need_pkg etcd etcd-server
 need_pkg etcdctl etcd-client
 # Network namespaces for the partition tests.
 need_pkg ip iproute2
+# Prometheus' own checker for the /metrics exposition.
+need_pkg promtool prometheus
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -188,7 +188,7 @@ impl Executor for ExecutorService {
             }
         };
         log_report(&req.job, req.scheduled_at_ms, &event);
-        self.state.ledger.append(Record {
+        self.state.record(Record {
             job: req.job,
             scheduled_at_ms: req.scheduled_at_ms,
             kind,
@@ -210,7 +210,7 @@ impl Executor for ExecutorService {
         // and tell the executor to abandon it (it writes the cancelled record and the WARNING).
         let message = "no shared durable state store is configured, so the retry sequence \
                        cannot move to the new owner and is abandoned";
-        self.state.ledger.append(Record {
+        self.state.record(Record {
             job: req.job.clone(),
             scheduled_at_ms: req.scheduled_at_ms,
             kind: FiringKind::Retry {

@@ -105,6 +105,16 @@ impl Ledger {
         ring.push_back(record);
     }
 
+    /// Runs `f` over a job's records (oldest first) under the lock, without copying them: for
+    /// summaries over many jobs. Keep `f` short; appends wait for it.
+    pub fn inspect<R>(&self, job: &str, f: impl FnOnce(&VecDeque<Record>) -> R) -> R {
+        let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        match jobs.get(job) {
+            Some(ring) => f(ring),
+            None => f(&VecDeque::new()),
+        }
+    }
+
     /// A job's records, oldest first.
     pub fn records(&self, job: &str) -> Vec<Record> {
         let jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
@@ -112,6 +122,100 @@ impl Ledger {
             .map(|r| r.iter().cloned().collect())
             .unwrap_or_default()
     }
+}
+
+/// What became of one nominal firing on this node, judged from its records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A run finished (whatever its exit status).
+    Ran,
+    /// The gate said run, or a run started, and it has not finished yet.
+    Running,
+    /// Another node owns the firing: this node's gate skipped it as not leader or not owner.
+    Elsewhere,
+    /// The gate skipped it for a reason that is not "another node runs it" (no quorum, a
+    /// conflict, the convergence hold, no manager).
+    Skipped,
+    /// The gate deferred it and nothing followed yet.
+    Deferred,
+    /// The executor did not run it (too late, coordinator unreachable, concurrency policy).
+    Missed,
+    /// No record: the executor never asked (it was down, or the coordinator was).
+    NoRecord,
+}
+
+impl Outcome {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ran => "ran",
+            Self::Running => "running",
+            Self::Elsewhere => "elsewhere",
+            Self::Skipped => "skipped",
+            Self::Deferred => "deferred",
+            Self::Missed => "missed",
+            Self::NoRecord => "no_record",
+        }
+    }
+}
+
+/// Judges one firing from its records (all with the same scheduled instant), returning the
+/// outcome and the reason code behind it, when there is one. A finished run outranks
+/// everything else: a retry that succeeded after a skip still ran.
+pub fn explain(records: &[&Record]) -> (Outcome, Option<&'static str>) {
+    let has = |f: &dyn Fn(&Event) -> bool| records.iter().any(|r| f(&r.event));
+    if has(&|e| matches!(e, Event::Finished { .. })) {
+        return (Outcome::Ran, None);
+    }
+    if has(&|e| matches!(e, Event::Started { .. }))
+        || has(&|e| {
+            matches!(
+                e,
+                Event::Decided {
+                    verdict: Verdict::Run,
+                    ..
+                }
+            )
+        })
+    {
+        return (Outcome::Running, None);
+    }
+    // The newest record says what happened last.
+    for record in records.iter().rev() {
+        match &record.event {
+            Event::Skipped { reason, .. } => {
+                return (
+                    Outcome::Missed,
+                    Some(reason.map_or("unknown", |r| r.code())),
+                );
+            }
+            Event::Decided {
+                verdict: Verdict::Skip,
+                reason,
+            } => {
+                let outcome = if matches!(reason, Reason::NotLeader | Reason::NotOwner) {
+                    Outcome::Elsewhere
+                } else {
+                    Outcome::Skipped
+                };
+                return (outcome, Some(reason.code()));
+            }
+            Event::Decided {
+                verdict: Verdict::Defer,
+                reason,
+            } => return (Outcome::Deferred, Some(reason.code())),
+            Event::HandedOff { transferred, .. } => {
+                let why = if *transferred {
+                    "handed_off"
+                } else {
+                    "handoff_abandoned"
+                };
+                return (Outcome::Elsewhere, Some(why));
+            }
+            _ => {}
+        }
+    }
+    (Outcome::NoRecord, None)
 }
 
 #[cfg(test)]
@@ -145,5 +249,75 @@ mod tests {
         assert_eq!(a[0].scheduled_at_ms, 5);
         assert_eq!(l.records("b").len(), 1);
         assert!(l.records("c").is_empty());
+    }
+
+    fn with(event: Event) -> Record {
+        Record {
+            event,
+            ..record("a", 1)
+        }
+    }
+
+    #[test]
+    fn explains_a_firing_from_its_records() {
+        let decided = |verdict, reason| with(Event::Decided { verdict, reason });
+        let finished = with(Event::Finished {
+            started_at_ms: 1,
+            finished_at_ms: 2,
+            duration_ms: 1,
+            exit_code: Some(1),
+            signal: None,
+            timed_out: false,
+            output_tail: String::new(),
+        });
+        let cases: Vec<(Vec<Record>, Outcome, Option<&str>)> = vec![
+            (vec![], Outcome::NoRecord, None),
+            (
+                vec![decided(Verdict::Skip, Reason::NotLeader)],
+                Outcome::Elsewhere,
+                Some("not_leader"),
+            ),
+            (
+                vec![decided(Verdict::Skip, Reason::NoQuorum)],
+                Outcome::Skipped,
+                Some("no_quorum"),
+            ),
+            (
+                vec![decided(Verdict::Defer, Reason::ConvergenceHold)],
+                Outcome::Deferred,
+                Some("convergence_hold"),
+            ),
+            (
+                vec![decided(Verdict::Run, Reason::Leader)],
+                Outcome::Running,
+                None,
+            ),
+            (
+                vec![decided(Verdict::Run, Reason::Leader), finished.clone()],
+                Outcome::Ran,
+                None,
+            ),
+            (
+                vec![
+                    decided(Verdict::Defer, Reason::NoQuorum),
+                    decided(Verdict::Run, Reason::Leader),
+                    finished,
+                ],
+                Outcome::Ran,
+                None,
+            ),
+            (
+                vec![with(Event::Skipped {
+                    reason: Some(Reason::TooLate),
+                    message: String::new(),
+                })],
+                Outcome::Missed,
+                Some("too_late"),
+            ),
+        ];
+        for (records, outcome, reason) in cases {
+            let refs: Vec<&Record> = records.iter().collect();
+            assert_eq!(explain(&refs), (outcome, reason), "{records:?}");
+        }
     }
 }

@@ -15,6 +15,8 @@
 //! - [`lease`]: the fenced lease backends (etcd, Kubernetes, filesystem) behind one driver.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
 //! - [`ledger`]: per-job records of decisions and runs.
+//! - [`metrics`]: the Prometheus series of `GET /metrics`.
+//! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
 //! - [`grpc`]: the `cronstable.v1.Executor` service.
 //! - [`web`]: the HTTP API.
@@ -26,12 +28,15 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod demo;
+pub mod events;
 pub mod gossip;
 pub mod grpc;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
 pub mod listeners;
+pub mod metrics;
+pub mod notify;
 pub mod state;
 pub mod status;
 pub mod verify;
@@ -98,6 +103,9 @@ pub enum RunError {
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
+    /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
+    #[error("web.authToken: {0}")]
+    AuthToken(#[source] config::SecretError),
 }
 
 /// Picks the backend for `config`. Without a cluster section every node runs every job.
@@ -127,8 +135,17 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let backend = backend_for(&config, &node_name, &env)?;
+    let auth_token = match &config.web.auth_token {
+        Some(source) => Some(web::AuthToken::new(
+            &source
+                .resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+                .map_err(RunError::AuthToken)?,
+        )),
+        None => None,
+    };
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
-    let state = CoordinatorState::new(view_rx);
+    let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
+    let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || stop_requested(stop_rx.clone());
 
@@ -139,6 +156,12 @@ pub async fn run(
         web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
         "coordinator listening"
     );
+    let roles_task = tokio::spawn(events::watch_roles(
+        view_rx,
+        state.metrics.clone(),
+        notifier,
+        stopped(),
+    ));
     let backend_task = tokio::spawn(backend.run(BackendContext {
         view: view_tx,
         job_set: state.registry.subscribe(),
@@ -163,7 +186,7 @@ pub async fn run(
         }
     };
     let mut web_task = tokio::spawn(
-        axum::serve(listeners.web, web::router(state.clone()))
+        axum::serve(listeners.web, web::router(state.clone(), auth_token))
             .with_graceful_shutdown(stopped())
             .into_future(),
     );
@@ -192,6 +215,7 @@ pub async fn run(
     let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
+    roles_task.abort();
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

@@ -148,6 +148,11 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         let env = cronstable_coordinator::Environment::from_vars(std::env::vars());
         match run(loaded.config, node_name, env, listeners, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
+            // A secret that does not resolve is a configuration error, like a bad key.
+            Err(e @ cronstable_coordinator::RunError::AuthToken(_)) => {
+                tracing::error!("{e}");
+                ExitCode::from(EX_USAGE)
+            }
             Err(e) => {
                 tracing::error!("{e}");
                 ExitCode::FAILURE

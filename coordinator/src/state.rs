@@ -12,6 +12,8 @@ use tokio::sync::{mpsc, watch};
 use crate::cluster::ClusterView;
 use crate::jobs::JobRegistry;
 use crate::ledger::{Event, Ledger, Record};
+use crate::metrics::Metrics;
+use crate::notify::Notifier;
 
 /// An instruction for one executor, delivered over its Watch stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,8 +74,12 @@ pub struct CoordinatorState {
     pub view: watch::Receiver<ClusterView>,
     /// The registered job set.
     pub registry: JobRegistry,
-    /// The run ledger.
+    /// The run ledger. Write through [`Self::record`], so the metrics see every record.
     pub ledger: Ledger,
+    /// The Prometheus series.
+    pub metrics: Metrics,
+    /// The `notify:` webhook, when configured: told about failed runs.
+    notifier: Option<Notifier>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
 }
@@ -85,9 +91,27 @@ impl CoordinatorState {
             view,
             registry: JobRegistry::new(),
             ledger: Ledger::new(),
+            metrics: Metrics::new(),
+            notifier: None,
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
         }
+    }
+
+    /// Sends failed runs to `notifier`.
+    pub fn with_notifier(mut self, notifier: Option<Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// Appends one record to the ledger, counts it in the metrics, and reports a failed run
+    /// to the webhook.
+    pub fn record(&self, record: Record) {
+        self.metrics.observe(&record);
+        if let (Some(n), Some(payload)) = (&self.notifier, failure_payload(&record)) {
+            n.send(crate::config::NotifyEvent::JobFailure, payload);
+        }
+        self.ledger.append(record);
     }
 
     /// This node's name.
@@ -130,7 +154,7 @@ impl CoordinatorState {
             firing_id: firing_id(&set.id, job, scheduled_at_ms),
             node: node.clone(),
         };
-        self.ledger.append(Record {
+        self.record(Record {
             job: job.to_owned(),
             scheduled_at_ms,
             kind,
@@ -210,4 +234,49 @@ impl CoordinatorState {
             })
         }
     }
+}
+
+/// The `job_failure` event for a finished run that did not succeed.
+fn failure_payload(record: &Record) -> Option<serde_json::Value> {
+    let Event::Finished {
+        started_at_ms,
+        finished_at_ms,
+        duration_ms,
+        exit_code,
+        signal,
+        timed_out,
+        output_tail,
+    } = &record.event
+    else {
+        return None;
+    };
+    if *exit_code == Some(0) && !timed_out {
+        return None;
+    }
+    let iso = |ms: i64| {
+        chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    };
+    let how = if *timed_out {
+        "timed out".to_owned()
+    } else if let Some(sig) = signal {
+        format!("was killed by signal {sig}")
+    } else {
+        format!("exited {}", exit_code.unwrap_or(-1))
+    };
+    Some(serde_json::json!({
+        "event": "job_failure",
+        "node": record.node,
+        "job": record.job,
+        "scheduled_at": iso(record.scheduled_at_ms),
+        "attempt": record.attempt,
+        "started_at": iso(*started_at_ms),
+        "finished_at": iso(*finished_at_ms),
+        "duration_ms": duration_ms,
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": timed_out,
+        "output_tail": output_tail,
+        "message": format!("job {} on {} {how}", record.job, record.node),
+    }))
 }

@@ -226,11 +226,19 @@ pub struct Coordinator {
 impl Coordinator {
     /// Starts a coordinator with election off on free ports, in `dir`.
     pub fn start(dir: &Path) -> Coordinator {
+        Self::start_extra(dir, "")
+    }
+
+    /// [`Self::start`] with `extra` YAML appended to the config: keys under `web:` when
+    /// indented two spaces, top-level sections (`notify:`) when not.
+    pub fn start_extra(dir: &Path, extra: &str) -> Coordinator {
         let (api_port, web_port) = (free_port(), free_port());
         let config = dir.join("coordinator.yaml");
         std::fs::write(
             &config,
-            format!("api:\n  listen: 127.0.0.1:{api_port}\nweb:\n  listen: 127.0.0.1:{web_port}\n"),
+            format!(
+                "api:\n  listen: 127.0.0.1:{api_port}\nweb:\n  listen: 127.0.0.1:{web_port}\n{extra}"
+            ),
         )
         .unwrap();
         Self::start_with(
@@ -284,6 +292,8 @@ pub fn start_shim(crontab: &Path, coordinator: &str, extra: &[&str]) -> Proc {
 pub struct Response {
     /// The status code.
     pub status: u16,
+    /// The status line and headers, as received.
+    pub head: String,
     /// The body.
     pub body: String,
 }
@@ -297,11 +307,25 @@ impl Response {
 
 /// A minimal HTTP/1.1 request (no dependencies, `Connection: close`).
 pub fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<Response> {
+    http_with(addr, method, path, &[])
+}
+
+/// [`http`] with extra request headers.
+pub fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Response> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut raw = String::new();
     s.read_to_string(&mut raw)?;
@@ -319,7 +343,11 @@ pub fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<Respo
     } else {
         body.to_owned()
     };
-    Ok(Response { status, body })
+    Ok(Response {
+        status,
+        head: head.to_owned(),
+        body,
+    })
 }
 
 fn dechunk(mut body: &str) -> String {

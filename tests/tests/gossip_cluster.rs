@@ -419,6 +419,23 @@ fn dst_01_spread_gives_each_leader_job_one_owner_and_uses_several_nodes() {
     }
     let used: std::collections::BTreeSet<_> = owners.values().flatten().collect();
     assert!(used.len() >= 2, "spread used only {used:?}");
+
+    // GET /jobs names each job's owner as clusterOwner (inventory §8.2), the same on every
+    // node, and it is the node that ran the job.
+    for node in &nodes {
+        let r = cronstable_tests::http(node.web, "GET", "/jobs").unwrap();
+        for job in r.json()["jobs"].as_array().unwrap() {
+            let name = job["name"].as_str().unwrap();
+            assert_eq!(job["clusterPolicy"], "Leader", "{job}");
+            let ran_on: Vec<_> = owners[name].iter().collect();
+            assert_eq!(
+                job["clusterOwner"].as_str(),
+                Some(ran_on[0].as_str()),
+                "{name}: /jobs on {:?} disagrees with where it ran",
+                node.web
+            );
+        }
+    }
 }
 
 #[test]

@@ -15,6 +15,8 @@
 //!     - host: cronstable-c.internal:8443
 //!   nodeName: cronstable-a
 //!   electLeader: true
+//! notify:                             # optional: page someone (see `notify`)
+//!   webhook: {url: "https://hooks.internal/cron", events: [leader_change, quorum_loss]}
 //! ```
 //!
 //! Loading happens in two steps. [`cronstable_core::yaml`] deserializes the text into the
@@ -64,6 +66,7 @@
 pub mod address;
 pub mod cluster;
 mod lease;
+mod notify;
 mod raw;
 pub mod secret;
 mod validate;
@@ -79,6 +82,7 @@ pub use cluster::{
     Backend, ClientLibrary, ClusterConfig, Distribution, EtcdConfig, EtcdTls, FilesystemConfig,
     KubernetesConfig, ObservabilityConfig, PeerConfig, TlsPaths, Topology,
 };
+pub use notify::{NotifyConfig, NotifyEvent, WebhookConfig};
 pub use secret::{SecretError, SecretSource};
 
 /// `api.listen` when unset.
@@ -95,6 +99,8 @@ pub struct Config {
     pub web: WebConfig,
     /// Clustering; `None` (the default) for none: every instance runs every job.
     pub cluster: Option<ClusterConfig>,
+    /// Event reporters (`notify:`); none by default.
+    pub notify: NotifyConfig,
 }
 
 /// `api:`.

@@ -22,6 +22,7 @@ pub(crate) struct RawConfig {
     pub(crate) api: Option<RawApi>,
     pub(crate) web: Option<RawWeb>,
     pub(crate) cluster: Option<RawCluster>,
+    pub(crate) notify: Option<super::notify::RawNotify>,
 }
 
 /// `api:`.

@@ -86,6 +86,10 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
         secret(&mut ctx, "web.authToken", None);
     }
     config.cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
+    config.notify = raw
+        .notify
+        .map(|n| super::notify::validate(&mut ctx, n))
+        .unwrap_or_default();
     // File order reads best; errors without a line (none today) go last.
     ctx.errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
     Outcome {

@@ -1,38 +1,91 @@
-//! The HTTP API on `web.listen`: health, readiness, the job-set ID and manual starts.
+//! The HTTP API on `web.listen`: the dashboard, `/cluster`, `/jobs`, `/fleet`, `/node`,
+//! `/metrics`, manual starts, and the health endpoints (inventory §8.2).
 //!
 //! Every error is JSON with a readable message and the matching status code (MN-10): never an
-//! empty 400 or an opaque 500.
+//! empty 400 or an opaque 500. With `web.authToken` set, every route but `/healthz` and
+//! `/readyz` needs the token ([`auth`]).
+
+mod auth;
+mod dashboard;
+mod fleet;
+mod jobs;
+mod node;
+
+use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::json;
 
 use crate::clock::now_ms;
+use crate::metrics::Metrics;
 use crate::state::{CoordinatorState, ManualStartError};
 
-/// The HTTP API's router over the shared state.
-pub fn router(state: CoordinatorState) -> Router {
+pub use auth::AuthToken;
+pub use dashboard::PAGE_WEIGHT;
+pub use node::NodeStats;
+
+/// What the handlers share: the coordinator's state and the web layer's own pieces.
+#[derive(Debug, Clone)]
+pub(crate) struct WebState {
+    core: CoordinatorState,
+    node: Arc<NodeStats>,
+    jobs: Arc<jobs::ScheduleCache>,
+}
+
+/// The HTTP API's router over the shared state. `token` guards every route but the health
+/// endpoints when set.
+pub fn router(state: CoordinatorState, token: Option<AuthToken>) -> Router {
+    let web = WebState {
+        core: state,
+        node: Arc::new(NodeStats::new()),
+        jobs: Arc::default(),
+    };
+    let guarded = Router::new()
+        .route("/", get(dashboard::index))
+        .route("/assets/{file}", get(dashboard::asset))
+        .route("/job-set-id", get(job_set_id))
+        .route("/cluster", get(cluster))
+        .route("/jobs", get(jobs::list))
+        .route("/jobs/{name}", get(jobs::detail))
+        .route("/jobs/{name}/firings", get(jobs::firings))
+        .route("/jobs/{name}/start", post(start_job))
+        .route("/fleet", get(fleet::fleet))
+        .route("/node", get(node::node))
+        .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(
+            token.map(Arc::new),
+            auth::require_token,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/job-set-id", get(job_set_id))
-        .route("/cluster", get(cluster))
-        .route("/jobs/{name}/start", post(start_job))
+        .merge(guarded)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .with_state(web)
 }
 
 /// `GET /cluster`: the backend's status block (inventory §8.1).
-async fn cluster(State(state): State<CoordinatorState>) -> Json<serde_json::Value> {
+async fn cluster(State(state): State<WebState>) -> Json<serde_json::Value> {
+    Json(cluster_body(&state.core))
+}
+
+fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
     let (status, node) = {
         let view = state.view.borrow();
         (view.status.clone(), view.node_name.clone())
     };
-    Json(status.to_json(&node))
+    status.to_json(&node)
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+async fn metrics(State(state): State<WebState>) -> Response {
+    let body = state.core.metrics.render(&cluster_body(&state.core));
+    ([(header::CONTENT_TYPE, Metrics::CONTENT_TYPE)], body).into_response()
 }
 
 /// An HTTP error: a status and a readable message, rendered as JSON.
@@ -74,8 +127,8 @@ async fn healthz() -> Json<serde_json::Value> {
 
 /// Ready once at least one executor has registered: before that this node attests an empty job
 /// set, which is not what it will run.
-async fn readyz(State(state): State<CoordinatorState>) -> Response {
-    let set = state.registry.current();
+async fn readyz(State(state): State<WebState>) -> Response {
+    let set = state.core.registry.current();
     if set.jobs.is_empty() {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -87,16 +140,16 @@ async fn readyz(State(state): State<CoordinatorState>) -> Response {
     }
 }
 
-async fn job_set_id(State(state): State<CoordinatorState>) -> Json<serde_json::Value> {
-    let set = state.registry.current();
+async fn job_set_id(State(state): State<WebState>) -> Json<serde_json::Value> {
+    let set = state.core.registry.current();
     Json(json!({ "job_set_id": set.id.to_string(), "jobs": set.jobs.len() }))
 }
 
 async fn start_job(
-    State(state): State<CoordinatorState>,
+    State(state): State<WebState>,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    let request_id = state.start_manually(&name, now_ms())?;
+    let request_id = state.core.start_manually(&name, now_ms())?;
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "job": name, "request_id": request_id, "status": "started" })),

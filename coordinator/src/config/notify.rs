@@ -1,0 +1,150 @@
+//! `notify:`: where the coordinator reports events an operator may want to be paged for.
+//!
+//! ```yaml
+//! notify:
+//!   webhook:
+//!     url: https://hooks.example.internal/cronstable   # http:// or https://
+//!     events: [leader_change, quorum_loss, job_failure] # the default: all three
+//!     timeout: 5s                                       # per attempt
+//!     retries: 3                                        # after the first attempt
+//! ```
+//!
+//! The events (inventory NTF-01): `leader_change` (this node gained or lost scheduled-job
+//! leadership), `quorum_loss` (this node left quorum, so its Leader jobs stood down) and
+//! `job_failure` (a run on this node ended non-zero, by a signal or at its timeout).
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::validate::Ctx;
+
+/// One event kind a reporter can be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyEvent {
+    /// This node acquired or lost scheduled-job leadership.
+    LeaderChange,
+    /// This node left quorum.
+    QuorumLoss,
+    /// A run on this node failed.
+    JobFailure,
+}
+
+impl NotifyEvent {
+    /// Every event, the default subscription.
+    pub const ALL: [NotifyEvent; 3] = [Self::LeaderChange, Self::QuorumLoss, Self::JobFailure];
+
+    /// The spelling in config and payloads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LeaderChange => "leader_change",
+            Self::QuorumLoss => "quorum_loss",
+            Self::JobFailure => "job_failure",
+        }
+    }
+}
+
+/// `notify:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawNotify {
+    pub(crate) webhook: Option<RawWebhook>,
+}
+
+/// `notify.webhook:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawWebhook {
+    pub(crate) url: Option<String>,
+    pub(crate) events: Option<Vec<NotifyEvent>>,
+    #[serde(deserialize_with = "cronstable_core::duration::deserialize_option")]
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retries: Option<u32>,
+}
+
+/// `notify:`, validated.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NotifyConfig {
+    /// The webhook reporter, when configured.
+    pub webhook: Option<WebhookConfig>,
+}
+
+/// `notify.webhook:`, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// Where events are POSTed as JSON.
+    pub url: String,
+    /// The events sent; the default is all.
+    pub events: Vec<NotifyEvent>,
+    /// The deadline of one attempt (connect, send, response).
+    pub timeout: Duration,
+    /// Attempts after the first, with doubling backoff from one second.
+    pub retries: u32,
+}
+
+/// The most `retries` a webhook may ask for: past this an outage of the receiver only piles
+/// up stale pages.
+pub(super) const MAX_WEBHOOK_RETRIES: u32 = 10;
+
+pub(super) fn validate(ctx: &mut Ctx<'_>, raw: RawNotify) -> NotifyConfig {
+    let Some(hook) = raw.webhook else {
+        return NotifyConfig::default();
+    };
+    let url = match hook.url.as_deref().map(str::trim) {
+        None | Some("") => {
+            ctx.error(
+                "notify.webhook.url",
+                "is required: the URL events are POSTed to",
+            );
+            None
+        }
+        Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+            match u.parse::<http::Uri>() {
+                Ok(uri) if uri.host().is_some() => Some(u.to_owned()),
+                Ok(_) => {
+                    ctx.error("notify.webhook.url", format!("{u:?} has no host"));
+                    None
+                }
+                Err(e) => {
+                    ctx.error("notify.webhook.url", format!("{u:?} is not a URL: {e}"));
+                    None
+                }
+            }
+        }
+        Some(u) => {
+            ctx.error(
+                "notify.webhook.url",
+                format!("{u:?} must start with http:// or https://"),
+            );
+            None
+        }
+    };
+    let timeout = hook.timeout.unwrap_or(Duration::from_secs(5));
+    if timeout.is_zero() {
+        ctx.error("notify.webhook.timeout", "must be more than zero");
+    }
+    let retries = hook.retries.unwrap_or(3);
+    if retries > MAX_WEBHOOK_RETRIES {
+        ctx.error(
+            "notify.webhook.retries",
+            format!("{retries} is more than the limit of {MAX_WEBHOOK_RETRIES}"),
+        );
+    }
+    let mut events = hook.events.unwrap_or_else(|| NotifyEvent::ALL.to_vec());
+    if events.is_empty() {
+        ctx.error(
+            "notify.webhook.events",
+            "is empty: list the events to send, or leave the key out for all of them",
+        );
+    }
+    events.dedup();
+    NotifyConfig {
+        webhook: url.map(|url| WebhookConfig {
+            url,
+            events,
+            timeout,
+            retries,
+        }),
+    }
+}

@@ -1,0 +1,458 @@
+//! Prometheus metrics for `GET /metrics` (inventory §8.4).
+//!
+//! Two kinds of series live here:
+//!
+//! - **Cluster gauges** (`cronstable_cluster_*`) mirror pre-derived fields of `GET /cluster`.
+//!   They are computed from the status block at scrape time, so a scrape can never disagree
+//!   with `/cluster` read at the same moment, and nothing has to keep them in step.
+//! - **Counters and a histogram** that only accumulate: leadership and quorum transitions
+//!   (counted by the event watcher in [`crate::events`]) and the per-job firing, run, skip and
+//!   duration series, fed from every ledger record through [`Metrics::observe`].
+//!
+//! The `prometheus` crate is used (not `prometheus-client`) because it writes the classic text
+//! format (0.0.4) that every Prometheus server and `promtool check metrics` accept as is;
+//! `prometheus-client` writes OpenMetrics, whose counter naming (`# TYPE x counter` over an
+//! `x_total` sample) `promtool check metrics` rejects.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cronstable_core::{FiringKind, Verdict};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use serde_json::Value;
+
+use crate::ledger::{Event, Record};
+
+/// Every peer status the gossip backend reports; each gets a `cronstable_cluster_peers`
+/// series, zero when no peer has it, so an alert on one status never sees a missing series.
+const PEER_STATUSES: [&str; 7] = [
+    "agreed",
+    "syncing",
+    "drifted",
+    "unreachable",
+    "untrusted",
+    "self",
+    "conflict",
+];
+
+/// Run-duration buckets in seconds: from a tenth of a second to about three hours.
+const DURATION_BUCKETS: [f64; 12] = [
+    0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
+];
+
+/// The coordinator's metrics. Cheap to clone; clones share the series.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    /// Serialises scrape-time refresh and encoding, so two concurrent scrapes cannot
+    /// interleave a reset of a labelled gauge with the other's read.
+    scrape: Mutex<()>,
+    enabled: IntGauge,
+    quorate: IntGauge,
+    is_leader: IntGauge,
+    conflict: IntGaugeVec,
+    peers: IntGaugeVec,
+    size: IntGauge,
+    quorum: IntGauge,
+    leader_info: IntGaugeVec,
+    leader_transitions: IntCounter,
+    quorum_transitions: IntCounter,
+    firings: IntCounterVec,
+    runs: IntCounterVec,
+    skips: IntCounterVec,
+    missed: IntCounterVec,
+    duration: HistogramVec,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("a valid metric name");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("a valid metric name");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("registered once");
+    c
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric name");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("registered once");
+    c
+}
+
+impl Metrics {
+    /// A fresh set of series, all zero.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "cronstable_job_run_duration_seconds",
+                "How long finished runs of each job took, as the executor measured it.",
+            )
+            .buckets(DURATION_BUCKETS.to_vec()),
+            &["job"],
+        )
+        .expect("a valid histogram");
+        r.register(Box::new(duration.clone()))
+            .expect("registered once");
+        let inner = Inner {
+            enabled: gauge(
+                &r,
+                "cronstable_cluster_enabled",
+                "1 when a cluster section is configured, 0 when every node runs every job.",
+            ),
+            quorate: gauge(
+                &r,
+                "cronstable_cluster_quorate",
+                "1 when this node sees a quorum (gossip) or has a fresh read of the lease store.",
+            ),
+            is_leader: gauge(
+                &r,
+                "cronstable_cluster_is_leader",
+                "1 when this node is the quorum-gated leader (always 0 in spread mode).",
+            ),
+            conflict: gauge_vec(
+                &r,
+                "cronstable_cluster_conflict",
+                "1 while a conflict of this kind (name, size, policy) stands Leader jobs down.",
+                &["kind"],
+            ),
+            peers: gauge_vec(
+                &r,
+                "cronstable_cluster_peers",
+                "Configured peers by the status this node last saw.",
+                &["status"],
+            ),
+            size: gauge(
+                &r,
+                "cronstable_cluster_size",
+                "The cluster size N this node was configured with.",
+            ),
+            quorum: gauge(
+                &r,
+                "cronstable_cluster_quorum",
+                "Agreeing members needed for a quorum.",
+            ),
+            leader_info: gauge_vec(
+                &r,
+                "cronstable_cluster_leader_info",
+                "1 for the leader this node sees; no series when it sees none.",
+                &["leader"],
+            ),
+            leader_transitions: counter(
+                &r,
+                "cronstable_cluster_leader_transitions_total",
+                "Times this node acquired or lost scheduled-job leadership.",
+            ),
+            quorum_transitions: counter(
+                &r,
+                "cronstable_cluster_quorum_transitions_total",
+                "Times this node gained or lost its quorum.",
+            ),
+            firings: counter_vec(
+                &r,
+                "cronstable_job_firings_total",
+                "Scheduled firings this coordinator decided, by verdict.",
+                &["job", "verdict"],
+            ),
+            runs: counter_vec(
+                &r,
+                "cronstable_job_runs_total",
+                "Finished runs by result: success, failure, timeout or signal.",
+                &["job", "result"],
+            ),
+            skips: counter_vec(
+                &r,
+                "cronstable_job_skips_total",
+                "Firings not run on this node, by reason (gate or executor).",
+                &["job", "reason"],
+            ),
+            missed: counter_vec(
+                &r,
+                "cronstable_job_missed_firings_total",
+                "Firings this node's executor owned but could not start in time.",
+                &["job"],
+            ),
+            duration,
+            registry: r,
+            scrape: Mutex::new(()),
+        };
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Counts one change of this node's leadership.
+    pub fn leader_transition(&self) {
+        self.inner.leader_transitions.inc();
+    }
+
+    /// Counts one change of this node's quorum.
+    pub fn quorum_transition(&self) {
+        self.inner.quorum_transitions.inc();
+    }
+
+    /// Feeds one ledger record into the per-job series.
+    pub fn observe(&self, record: &Record) {
+        let m = &self.inner;
+        let job = record.job.as_str();
+        match &record.event {
+            Event::Decided { verdict, reason } => {
+                if record.kind == FiringKind::Scheduled {
+                    m.firings.with_label_values(&[job, verdict.as_str()]).inc();
+                }
+                if *verdict == Verdict::Skip {
+                    m.skips.with_label_values(&[job, reason.code()]).inc();
+                }
+            }
+            Event::Skipped { reason, .. } => {
+                let code = reason.map_or("unknown", |r| r.code());
+                m.skips.with_label_values(&[job, code]).inc();
+                if matches!(
+                    reason,
+                    Some(
+                        cronstable_core::Reason::TooLate
+                            | cronstable_core::Reason::CoordinatorUnreachable
+                    )
+                ) {
+                    m.missed.with_label_values(&[job]).inc();
+                }
+            }
+            Event::Finished {
+                duration_ms,
+                exit_code,
+                signal,
+                timed_out,
+                ..
+            } => {
+                let result = if *timed_out {
+                    "timeout"
+                } else if signal.is_some() {
+                    "signal"
+                } else if *exit_code == Some(0) {
+                    "success"
+                } else {
+                    "failure"
+                };
+                m.runs.with_label_values(&[job, result]).inc();
+                m.duration
+                    .with_label_values(&[job])
+                    .observe(*duration_ms as f64 / 1000.0);
+            }
+            Event::Started { .. } | Event::HandedOff { .. } => {}
+        }
+    }
+
+    /// The text exposition, with the cluster gauges taken from `cluster`, the `GET /cluster`
+    /// body of the same moment.
+    pub fn render(&self, cluster: &Value) -> String {
+        let m = &self.inner;
+        let _one_scrape = m.scrape.lock().unwrap_or_else(PoisonError::into_inner);
+        let flag = |key: &str| i64::from(cluster[key].as_bool().unwrap_or(false));
+        let count = |key: &str| cluster[key].as_i64().unwrap_or(0);
+        let enabled = cluster["enabled"].as_bool().unwrap_or(false);
+        m.enabled.set(i64::from(enabled));
+        m.conflict.reset();
+        m.peers.reset();
+        m.leader_info.reset();
+        if enabled {
+            m.quorate.set(flag("quorate"));
+            m.is_leader.set(flag("is_leader"));
+            m.size.set(count("cluster_size"));
+            m.quorum.set(count("quorum"));
+            let names = cluster["conflict_names"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+            m.conflict
+                .with_label_values(&["name"])
+                .set(i64::from(names));
+            m.conflict
+                .with_label_values(&["size"])
+                .set(flag("size_conflict"));
+            m.conflict
+                .with_label_values(&["policy"])
+                .set(flag("policy_conflict"));
+            for status in PEER_STATUSES {
+                m.peers.with_label_values(&[status]).set(0);
+            }
+            for peer in cluster["peers"].as_array().into_iter().flatten() {
+                if let Some(status) = peer["status"].as_str() {
+                    m.peers.with_label_values(&[status]).inc();
+                }
+            }
+            if let Some(leader) = cluster["leader"].as_str() {
+                m.leader_info.with_label_values(&[leader]).set(1);
+            }
+        } else {
+            // Without a cluster every node runs every job: it is its own quorum of one.
+            m.quorate.set(1);
+            m.is_leader.set(0);
+            m.size.set(1);
+            m.quorum.set(1);
+        }
+        let mut out = Vec::new();
+        // Encoding into memory only fails on a malformed family, which registration rules out.
+        if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "encoding the metrics failed");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// The content type of [`Self::render`]'s output.
+    pub const CONTENT_TYPE: &'static str = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cronstable_core::Reason;
+    use serde_json::json;
+
+    fn record(event: Event) -> Record {
+        Record {
+            job: "backup".into(),
+            scheduled_at_ms: 0,
+            kind: FiringKind::Scheduled,
+            attempt: 1,
+            node: "a".into(),
+            recorded_at_ms: 0,
+            event,
+        }
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn cluster_gauges_mirror_the_cluster_body() {
+        let m = Metrics::new();
+        let body = json!({
+            "enabled": true, "quorate": true, "is_leader": false, "cluster_size": 3,
+            "quorum": 2, "conflict_names": ["n2"], "size_conflict": false,
+            "policy_conflict": true, "leader": "n1",
+            "peers": [{"status": "agreed"}, {"status": "unreachable"}, {"status": "agreed"}],
+        });
+        let text = m.render(&body);
+        assert_eq!(
+            line(&text, "cronstable_cluster_quorate "),
+            Some("cronstable_cluster_quorate 1")
+        );
+        assert!(text.contains("cronstable_cluster_is_leader 0"));
+        assert!(text.contains("cronstable_cluster_size 3"));
+        assert!(text.contains("cronstable_cluster_quorum 2"));
+        assert!(text.contains("cronstable_cluster_conflict{kind=\"name\"} 1"));
+        assert!(text.contains("cronstable_cluster_conflict{kind=\"size\"} 0"));
+        assert!(text.contains("cronstable_cluster_conflict{kind=\"policy\"} 1"));
+        assert!(text.contains("cronstable_cluster_peers{status=\"agreed\"} 2"));
+        assert!(text.contains("cronstable_cluster_peers{status=\"unreachable\"} 1"));
+        assert!(text.contains("cronstable_cluster_peers{status=\"untrusted\"} 0"));
+        assert!(text.contains("cronstable_cluster_leader_info{leader=\"n1\"} 1"));
+
+        // The next scrape sees a new leader and no stale label from the old one.
+        let mut body = body;
+        body["leader"] = json!("n2");
+        let text = m.render(&body);
+        assert!(text.contains("cronstable_cluster_leader_info{leader=\"n2\"} 1"));
+        assert!(!text.contains("leader=\"n1\""));
+        body["leader"] = Value::Null;
+        assert!(!m.render(&body).contains("cronstable_cluster_leader_info{"));
+    }
+
+    #[test]
+    fn without_a_cluster_the_node_is_its_own_quorum() {
+        let text = Metrics::new().render(&json!({"enabled": false, "peers": []}));
+        assert!(text.contains("cronstable_cluster_enabled 0"));
+        assert!(text.contains("cronstable_cluster_quorate 1"));
+        assert!(text.contains("cronstable_cluster_size 1"));
+    }
+
+    #[test]
+    fn ledger_records_feed_the_job_series() {
+        let m = Metrics::new();
+        m.observe(&record(Event::Decided {
+            verdict: Verdict::Run,
+            reason: Reason::Leader,
+        }));
+        m.observe(&record(Event::Decided {
+            verdict: Verdict::Skip,
+            reason: Reason::NoQuorum,
+        }));
+        m.observe(&record(Event::Skipped {
+            reason: Some(Reason::TooLate),
+            message: "late".into(),
+        }));
+        for (exit_code, signal, timed_out) in [
+            (Some(0), None, false),
+            (Some(3), None, false),
+            (None, Some(9), false),
+            (None, Some(9), true),
+        ] {
+            m.observe(&record(Event::Finished {
+                started_at_ms: 0,
+                finished_at_ms: 2000,
+                duration_ms: 2000,
+                exit_code,
+                signal,
+                timed_out,
+                output_tail: String::new(),
+            }));
+        }
+        m.leader_transition();
+        m.quorum_transition();
+        m.quorum_transition();
+        let text = m.render(&json!({"enabled": false}));
+        for expected in [
+            "cronstable_job_firings_total{job=\"backup\",verdict=\"run\"} 1",
+            "cronstable_job_firings_total{job=\"backup\",verdict=\"skip\"} 1",
+            "cronstable_job_skips_total{job=\"backup\",reason=\"no_quorum\"} 1",
+            "cronstable_job_skips_total{job=\"backup\",reason=\"too_late\"} 1",
+            "cronstable_job_missed_firings_total{job=\"backup\"} 1",
+            "cronstable_job_runs_total{job=\"backup\",result=\"success\"} 1",
+            "cronstable_job_runs_total{job=\"backup\",result=\"failure\"} 1",
+            "cronstable_job_runs_total{job=\"backup\",result=\"signal\"} 1",
+            "cronstable_job_runs_total{job=\"backup\",result=\"timeout\"} 1",
+            "cronstable_job_run_duration_seconds_count{job=\"backup\"} 4",
+            "cronstable_job_run_duration_seconds_bucket{job=\"backup\",le=\"1\"} 0",
+            "cronstable_job_run_duration_seconds_bucket{job=\"backup\",le=\"5\"} 4",
+            "cronstable_cluster_leader_transitions_total 1",
+            "cronstable_cluster_quorum_transitions_total 2",
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,230 @@
+// cronstable dashboard: polls this coordinator's JSON API and renders it. No framework, no
+// build step; every value from the API is inserted as text, never as markup.
+'use strict';
+
+const REFRESH_MS = 2000;
+const WINDOW_MS = 30 * 60 * 1000;
+let openJob = null;
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'class') e.className = v;
+    else if (k.startsWith('data-')) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+async function getJson(path) {
+  const r = await fetch(path, { headers: { Accept: 'application/json' } });
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.error || `${path}: HTTP ${r.status}`);
+  return body;
+}
+
+function ago(iso) {
+  if (!iso) return '—';
+  const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
+  const a = Math.abs(s);
+  const txt = a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : `${Math.round(a / 3600)}h`;
+  return s >= 0 ? `in ${txt}` : `${txt} ago`;
+}
+
+function roleOf(c) {
+  if (!c.enabled) return ['election off: every node runs every job', ''];
+  if (c.manager_error) return ['no manager', 'nq'];
+  if (c.elect_leader === false) return ['election off', ''];
+  if (c.distribution === 'spread') return [c.quorate ? 'spread (per-job owner)' : 'no quorum', c.quorate ? 'spread' : 'nq'];
+  if (!c.quorate) return ['no quorum', 'nq'];
+  return c.is_leader ? ['leader', 'leader'] : ['follower', ''];
+}
+
+function renderCluster(c) {
+  $('#node-name').textContent = c.node_name || '…';
+  $('#backend').textContent = c.enabled ? c.backend : 'none';
+  const [role, cls] = roleOf(c);
+  const roleEl = $('#role');
+  roleEl.textContent = role;
+  roleEl.className = 'role ' + cls;
+  const peers = c.peers || [];
+  const agreed = peers.filter((p) => p.status === 'agreed').length;
+  $('#quorum').textContent = c.enabled ? `${c.quorum} of ${c.cluster_size}${c.quorate ? ' (quorate)' : ' (not quorate)'}` : '—';
+  $('#tally').textContent = c.backend === 'gossip' ? `${agreed + 1} of ${peers.length + 1} agree (this node included)` : '—';
+  $('#leader').textContent = c.leader || (c.enabled ? 'none' : '—');
+  const list = $('#peers');
+  list.replaceChildren(...peers.map((p) => el('li', { class: 'peer', 'data-status': p.status },
+    el('span', { class: 'dot ' + p.status, title: p.status }),
+    el('strong', {}, p.node_name || p.host), el('span', { class: 'muted' }, p.host),
+    el('span', {}, p.status), el('span', { class: 'muted' }, p.last_seen ? 'seen ' + ago(p.last_seen) : 'never seen'),
+    p.last_error ? el('span', { class: 'peer-err' }, p.last_error) : null)));
+  const lease = $('#lease');
+  if (c.lease) {
+    lease.hidden = false;
+    lease.replaceChildren(el('strong', {}, 'lease'), ...Object.entries(c.lease).map(([k, v]) =>
+      el('div', {}, el('span', { class: 'label' }, k), ' ', v === null ? '—' : String(v))));
+  } else lease.hidden = true;
+  const banners = [];
+  if (c.conflict_names && c.conflict_names.length) banners.push(`Duplicate node name: ${c.conflict_names.join(', ')}. Leader jobs are paused until it clears.`);
+  if (c.size_conflict) banners.push(`Cluster size conflict: a reachable peer declares ${(c.conflicting_sizes || []).join(', ')}. Leader jobs are paused.`);
+  if (c.policy_conflict) banners.push(`Coordination policy conflict: ${(c.conflicting_policies || []).join('; ')}. Leader jobs are paused.`);
+  if (c.manager_error) banners.push(`The cluster manager is not running: ${c.manager_error}`);
+  if (c.candidates_truncated) banners.push(`Candidate advertisement truncated (${c.candidates_truncated} candidates).`);
+  $('#banners').replaceChildren(...banners.map((b) => el('div', { class: 'banner' }, b)));
+}
+
+function runCell(j) {
+  if (j.running) return el('span', { class: 'run' }, 'running');
+  const r = j.lastRun;
+  if (!r) return el('span', { class: 'muted' }, j.lastDecision ? `${j.lastDecision.verdict}: ${j.lastDecision.reason}` : 'never');
+  return el('span', { class: r.succeeded ? 'ok' : 'bad' }, `${r.succeeded ? 'ok' : exitText(r)} · ${ago(r.finishedAt)}`);
+}
+
+function exitText(r) {
+  if (r.timedOut) return 'timed out';
+  if (r.signal) return `signal ${r.signal}`;
+  return `exit ${r.exitCode}`;
+}
+
+function renderJobs(data) {
+  $('#job-set-id').textContent = data.job_set_id;
+  const jobs = data.jobs || [];
+  const hasPolicy = jobs.some((j) => 'clusterPolicy' in j);
+  const hasOwner = jobs.some((j) => 'clusterOwner' in j);
+  document.querySelectorAll('.col-policy').forEach((e) => { e.hidden = !hasPolicy; });
+  document.querySelectorAll('.col-owner').forEach((e) => { e.hidden = !hasOwner; });
+  $('#no-jobs').hidden = jobs.length > 0;
+  $('#jobs-table tbody').replaceChildren(...jobs.map((j) => {
+    const tr = el('tr', { 'data-job': j.name },
+      el('td', {}, el('strong', {}, j.name)), el('td', {}, el('code', {}, j.schedule)),
+      hasPolicy ? el('td', {}, j.clusterPolicy || '') : null,
+      hasOwner ? el('td', {}, j.clusterOwner || '—') : null,
+      el('td', { title: j.nextFire || '' }, j.nextFire ? ago(j.nextFire) : '—'), el('td', {}, runCell(j)));
+    tr.addEventListener('click', () => openDrawer(j.name));
+    return tr;
+  }));
+}
+
+function renderFleet(f) {
+  const box = $('#fleet');
+  if (!f.enabled) {
+    box.replaceChildren(el('p', { class: 'muted' }, 'This backend exchanges nothing node to node, so only this node is shown.'),
+      ...f.nodes.map(fleetNode));
+    return;
+  }
+  box.replaceChildren(...f.nodes.map(fleetNode));
+}
+
+function fleetNode(n) {
+  const jobs = n.jobs === null
+    ? el('p', { class: 'muted' }, 'no data for that node')
+    : el('div', {}, ...n.jobs.map((j) => el('span', { class: 'muted' }, `${j.name}: `, runCell(j), ' · ')));
+  return el('div', { class: 'fleet-node', 'data-node': n.node_name || n.host },
+    el('h3', {}, el('span', { class: 'dot ' + n.status }), n.node_name || n.host, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status)), jobs);
+}
+
+async function openDrawer(name) {
+  openJob = name;
+  $('#drawer').hidden = false;
+  $('#drawer-title').textContent = name;
+  $('#run-now-result').textContent = '';
+  await refreshDrawer();
+}
+
+async function refreshDrawer() {
+  if (!openJob) return;
+  const name = openJob;
+  const enc = encodeURIComponent(name);
+  const [j, f] = await Promise.all([getJson(`/jobs/${enc}`), getJson(`/jobs/${enc}/firings?from=${Date.now() - WINDOW_MS}`)]);
+  if (openJob !== name) return;
+  const facts = [['schedule', j.schedule], ['command', j.command], ['policy', j.clusterPolicy || 'election off'],
+    ['owner', 'clusterOwner' in j ? (j.clusterOwner || 'none') : null], ['next fire', j.nextFire ? `${j.nextFire} (${ago(j.nextFire)})` : '—'],
+    ['timezone', j.timezone || 'UTC'], ['concurrency', j.concurrencyPolicy], ['retries', j.retries], ['executor', j.executor]];
+  $('#drawer-facts').replaceChildren(...facts.filter(([, v]) => v !== null && v !== undefined).flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
+  $('#timeline').replaceChildren(timeline(f));
+  const runs = (j.history || []).filter((r) => r.event === 'finished');
+  $('#history tbody').replaceChildren(...(runs.length ? runs.flatMap((r) => {
+    const row = el('tr', { class: 'run-row', 'data-kind': r.kind },
+      el('td', { title: r.scheduledAt }, r.scheduledAt), el('td', {}, r.kind + (r.attempt > 1 ? ` #${r.attempt}` : '')),
+      el('td', {}, r.node), el('td', { class: r.succeeded ? 'ok' : 'bad' }, r.succeeded ? 'ok' : exitText(r)), el('td', {}, `${r.durationMs} ms`));
+    const tail = r.outputTail ? el('tr', {}, el('td', { colSpan: 5 }, el('pre', { class: 'tail' }, r.outputTail))) : null;
+    return tail ? [row, tail] : [row];
+  }) : [el('tr', {}, el('td', { colSpan: 5, class: 'muted' }, 'no finished runs recorded on this node'))]));
+}
+
+// Targets as thick bars along the top, this node's runs as thin bars below: green met, red
+// missed, like the schedule plots of partition tests.
+function timeline(f) {
+  const NS = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(NS, 'svg');
+  const from = Date.parse(f.from), to = Date.parse(f.to), span = Math.max(1, to - from);
+  svg.setAttribute('viewBox', '0 0 1000 64');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  const x = (t) => ((t - from) / span) * 1000;
+  const rect = (x0, y, w, h, cls, title) => {
+    const r = document.createElementNS(NS, 'rect');
+    r.setAttribute('x', x0.toFixed(1)); r.setAttribute('y', y); r.setAttribute('width', Math.max(1.5, w).toFixed(1)); r.setAttribute('height', h);
+    r.setAttribute('fill', { ran: '#2e9d57', running: '#3b78c2', elsewhere: '#b7c7db', unknown: '#e3e6ea' }[cls] || '#d23c3c');
+    const t = document.createElementNS(NS, 'title'); t.textContent = title; r.append(t);
+    svg.append(r);
+  };
+  for (const fi of f.firings) {
+    const t = fi.scheduledAtMs;
+    rect(x(t), 6, 4, 22, fi.outcome, `${fi.scheduledAt}: ${fi.outcome}${fi.reason ? ' (' + fi.reason + ')' : ''}`);
+    if (fi.run) {
+      const s = Date.parse(fi.run.startedAt), e = Date.parse(fi.run.finishedAt);
+      rect(x(s), 36, x(e) - x(s), 8, fi.run.succeeded ? 'ran' : 'failed', `run ${fi.run.startedAt} – ${fi.run.finishedAt}: ${fi.run.succeeded ? 'ok' : exitText(fi.run)}`);
+    }
+  }
+  for (const r of f.otherRuns || []) {
+    const s = Date.parse(r.startedAt), e = Date.parse(r.finishedAt);
+    rect(x(s), 50, x(e) - x(s), 8, r.succeeded ? 'ran' : 'failed', `${r.kind} run ${r.startedAt}`);
+  }
+  if (!f.firings.length && !(f.otherRuns || []).length) {
+    const t = document.createElementNS(NS, 'text');
+    t.setAttribute('x', 10); t.setAttribute('y', 36); t.textContent = 'no nominal instants in this window';
+    svg.append(t);
+  }
+  return svg;
+}
+
+async function runNow() {
+  if (!openJob) return;
+  const out = $('#run-now-result');
+  out.textContent = 'starting…';
+  try {
+    const r = await fetch(`/jobs/${encodeURIComponent(openJob)}/start`, { method: 'POST' });
+    const body = await r.json().catch(() => ({}));
+    out.textContent = r.ok ? `started (${body.request_id})` : `could not start: ${body.error || 'HTTP ' + r.status}`;
+    out.className = r.ok ? 'ok' : 'bad';
+  } catch (e) {
+    out.textContent = `could not start: ${e.message}`;
+    out.className = 'bad';
+  }
+}
+
+async function refresh() {
+  try {
+    const [c, j, f] = await Promise.all([getJson('/cluster'), getJson('/jobs'), getJson('/fleet')]);
+    renderCluster(c); renderJobs(j); renderFleet(f);
+    await refreshDrawer();
+    const s = $('#refresh-state');
+    s.textContent = 'live · ' + new Date().toLocaleTimeString();
+    s.className = 'muted';
+  } catch (e) {
+    const s = $('#refresh-state');
+    s.textContent = 'refresh failed: ' + e.message;
+    s.className = 'bad';
+  }
+}
+
+$('#run-now').addEventListener('click', runNow);
+$('#drawer-close').addEventListener('click', () => { openJob = null; $('#drawer').hidden = true; });
+refresh();
+setInterval(refresh, REFRESH_MS);

@@ -1,0 +1,432 @@
+//! The coordinator's HTTP API against real processes: `/jobs`, `/jobs/{name}`,
+//! `/jobs/{name}/firings`, `/metrics` (checked by Prometheus' own `promtool`), `/node`,
+//! `/fleet`, the dashboard's assets, `web.authToken`, and the `notify:` webhook
+//! (inventory §8.2, §8.4, NTF-01, MN-10).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
+use cronstable_tests::{
+    Coordinator, free_port, http, http_with, start_shim, wait_for, wait_for_state,
+};
+use serde_json::Value;
+
+fn crontab(dir: &Path, body: &str) -> std::path::PathBuf {
+    let path = dir.join("crontab");
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+fn coordinator_with(dir: &Path, extra: &str) -> Coordinator {
+    Coordinator::start_extra(dir, extra)
+}
+
+fn get(web: SocketAddr, path: &str) -> Value {
+    let r = http(web, "GET", path).unwrap();
+    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+    r.json()
+}
+
+#[test]
+fn jobs_firings_and_node_describe_what_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=ok seconds=true\n* * * * * * echo hello\n\
+         # cronstable: name=fails seconds=true\n* * * * * * echo oops; exit 3\n",
+    );
+    let coordinator = Coordinator::start(dir.path());
+    let _shim = start_shim(&tab, &coordinator.api, &[]);
+
+    let jobs = wait_for("runs of both jobs in /jobs", || {
+        let v = get(coordinator.web, "/jobs");
+        let done = v["jobs"]
+            .as_array()
+            .is_some_and(|j| j.len() == 2 && j.iter().all(|j| !j["lastRun"].is_null()));
+        done.then_some(v)
+    });
+    let by_name = |name: &str| {
+        jobs["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let ok = by_name("ok");
+    assert_eq!(ok["schedule"], "* * * * * *");
+    assert!(ok["nextFire"].as_str().unwrap().ends_with('Z'), "{ok}");
+    assert_eq!(ok["lastRun"]["exitCode"], 0);
+    assert_eq!(ok["lastRun"]["succeeded"], true);
+    // Election is off: the payload carries no clusterPolicy and no clusterOwner (§8.2).
+    assert!(ok.get("clusterPolicy").is_none(), "{ok}");
+    assert!(ok.get("clusterOwner").is_none(), "{ok}");
+    let fails = by_name("fails");
+    assert_eq!(fails["lastRun"]["exitCode"], 3);
+    assert_eq!(fails["lastRun"]["succeeded"], false);
+
+    // The drawer's detail: the run history with the output tail.
+    let detail = get(coordinator.web, "/jobs/fails");
+    let finished = detail["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["event"] == "finished")
+        .unwrap()
+        .clone();
+    assert!(
+        finished["outputTail"].as_str().unwrap().contains("oops"),
+        "{finished}"
+    );
+
+    // Every nominal instant since the coordinator started is explained.
+    let firings = get(coordinator.web, "/jobs/ok/firings");
+    let list = firings["firings"].as_array().unwrap();
+    assert!(
+        list.iter()
+            .any(|f| f["outcome"] == "ran" && f["run"]["exitCode"] == 0),
+        "{firings}"
+    );
+    for f in list {
+        let outcome = f["outcome"].as_str().unwrap();
+        assert!(
+            ["ran", "running", "unknown", "no_record"].contains(&outcome),
+            "election off runs everything: {f}"
+        );
+    }
+
+    // Errors are JSON with a readable message (MN-10).
+    let missing = http(coordinator.web, "GET", "/jobs/nope").unwrap();
+    assert_eq!(missing.status, 404);
+    assert!(missing.json()["error"].as_str().unwrap().contains("nope"));
+    let bad = http(coordinator.web, "GET", "/jobs/ok/firings?from=10&to=5").unwrap();
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"].as_str().unwrap().contains("after"));
+    let bad = http(coordinator.web, "GET", "/jobs/ok/firings?from=yesterday").unwrap();
+    assert_eq!(bad.status, 400, "{}", bad.body);
+
+    // /node: this machine's numbers; the second reading has a CPU rate.
+    let node = get(coordinator.web, "/node");
+    assert!(node["memory_total_bytes"].as_u64().unwrap() > 0, "{node}");
+    assert!(node["process"]["rss_bytes"].as_u64().unwrap() > 0, "{node}");
+    let node = wait_for("a CPU rate", || {
+        let v = get(coordinator.web, "/node");
+        (!v["cpu_percent"].is_null()).then_some(v)
+    });
+    let cpu = node["cpu_percent"].as_f64().unwrap();
+    assert!((0.0..=100.0).contains(&cpu), "{node}");
+
+    // /fleet without a cluster: only this node, not enabled.
+    let fleet = get(coordinator.web, "/fleet");
+    assert_eq!(fleet["enabled"], false);
+    assert_eq!(fleet["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(fleet["nodes"][0]["jobs"].as_array().unwrap().len(), 2);
+
+    // The dashboard and its assets are served from the binary.
+    let page = http(coordinator.web, "GET", "/").unwrap();
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("/assets/app.js"));
+    let js = http(coordinator.web, "GET", "/assets/app.js").unwrap();
+    assert_eq!(js.status, 200);
+    assert!(js.head.to_ascii_lowercase().contains("text/javascript"));
+    assert_eq!(
+        http(coordinator.web, "GET", "/assets/nope.js")
+            .unwrap()
+            .status,
+        404
+    );
+}
+
+#[test]
+fn metrics_pass_promtool_and_count_runs() {
+    let promtool = Path::new("/usr/bin/promtool");
+    assert!(
+        promtool.exists(),
+        "promtool is missing: install Debian's prometheus package (tests/run.sh does as root)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=tick seconds=true\n* * * * * * true\n",
+    );
+    let coordinator = Coordinator::start(dir.path());
+    let _shim = start_shim(&tab, &coordinator.api, &[]);
+    let text = wait_for("two counted runs", || {
+        let r = http(coordinator.web, "GET", "/metrics").unwrap();
+        assert_eq!(r.status, 200);
+        r.body
+            .lines()
+            .find(|l| l.starts_with("cronstable_job_runs_total{job=\"tick\",result=\"success\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .filter(|n| *n >= 2)
+            .map(|_| r)
+    });
+    assert!(
+        text.head.contains("text/plain; version=0.0.4"),
+        "{}",
+        text.head
+    );
+    for series in [
+        "cronstable_cluster_enabled 0",
+        "cronstable_cluster_quorate 1",
+        "cronstable_cluster_size 1",
+        "cronstable_job_firings_total{job=\"tick\",verdict=\"run\"}",
+        "cronstable_job_run_duration_seconds_count{job=\"tick\"}",
+    ] {
+        assert!(
+            text.body.contains(series),
+            "missing {series}:\n{}",
+            text.body
+        );
+    }
+    let mut check = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.body.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}\n--- exposition ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        text.body
+    );
+}
+
+#[test]
+fn the_auth_token_guards_everything_but_health() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = coordinator_with(dir.path(), "  authToken:\n    value: s3cret-token\n");
+    for path in [
+        "/cluster",
+        "/jobs",
+        "/metrics",
+        "/node",
+        "/fleet",
+        "/job-set-id",
+    ] {
+        let r = http(coordinator.web, "GET", path).unwrap();
+        assert_eq!(r.status, 401, "{path} without a token: {}", r.body);
+        assert!(r.json()["error"].as_str().unwrap().contains("authToken"));
+        assert!(r.head.contains("WWW-Authenticate") || r.head.contains("www-authenticate"));
+        let wrong = http_with(
+            coordinator.web,
+            "GET",
+            path,
+            &[("Authorization", "Bearer nope")],
+        )
+        .unwrap();
+        assert_eq!(wrong.status, 401, "{path} with a wrong token");
+        let right = http_with(
+            coordinator.web,
+            "GET",
+            path,
+            &[("Authorization", "Bearer s3cret-token")],
+        )
+        .unwrap();
+        assert_eq!(right.status, 200, "{path} with the token: {}", right.body);
+    }
+    let cookie = http_with(
+        coordinator.web,
+        "GET",
+        "/cluster",
+        &[("Cookie", "theme=dark; cronstable_token=s3cret-token")],
+    )
+    .unwrap();
+    assert_eq!(cookie.status, 200, "the dashboard's cookie works too");
+    // POST is guarded as well: a manual start needs the token.
+    assert_eq!(
+        http(coordinator.web, "POST", "/jobs/x/start")
+            .unwrap()
+            .status,
+        401
+    );
+    // A browser gets the login form instead of JSON.
+    let page = http_with(coordinator.web, "GET", "/", &[("Accept", "text/html")]).unwrap();
+    assert_eq!(page.status, 401);
+    assert!(page.body.contains("<form"), "{}", page.body);
+    for open in ["/healthz", "/readyz"] {
+        let r = http(coordinator.web, "GET", open).unwrap();
+        assert_ne!(r.status, 401, "{open} stays open");
+    }
+}
+
+#[test]
+fn an_auth_token_from_an_unset_variable_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, web) = (free_port(), free_port());
+    let config = dir.path().join("coordinator.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\n  authToken:\n    fromEnvVar: CRONSTABLE_TEST_UNSET_TOKEN\n"
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(cronstable_tests::binary("cronstable"))
+        .arg("coordinator")
+        .arg("--config")
+        .arg(&config)
+        .env_remove("CRONSTABLE_TEST_UNSET_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("web.authToken") && stderr.contains("CRONSTABLE_TEST_UNSET_TOKEN"),
+        "{stderr}"
+    );
+}
+
+/// A local webhook receiver: every POST body, in order, on a channel. It answers the first
+/// `fail_first` requests with 503 to exercise the retries.
+fn receiver(fail_first: usize) -> (String, mpsc::Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = 0;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            seen += 1;
+            let status = if seen <= fail_first {
+                "503 Service Unavailable"
+            } else {
+                "204 No Content"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            if seen > fail_first
+                && let Ok(v) = serde_json::from_slice::<Value>(&body)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+fn next_event(rx: &mpsc::Receiver<Value>, event: &str) -> Value {
+    let deadline = std::time::Duration::from_secs(30);
+    loop {
+        let v = rx
+            .recv_timeout(deadline)
+            .unwrap_or_else(|_| panic!("no {event} webhook within {deadline:?}"));
+        if v["event"] == event {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn ntf_01_a_failed_run_is_posted_to_the_webhook_after_retries() {
+    let (url, events) = receiver(2);
+    let dir = tempfile::tempdir().unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=broken seconds=true\n*/2 * * * * * echo disk full; exit 7\n",
+    );
+    let coordinator = coordinator_with(
+        dir.path(),
+        &format!("notify:\n  webhook:\n    url: {url}\n    timeout: 2s\n    retries: 3\n"),
+    );
+    let _shim = start_shim(&tab, &coordinator.api, &[]);
+    let v = next_event(&events, "job_failure");
+    assert_eq!(v["job"], "broken");
+    assert_eq!(v["exit_code"], 7);
+    assert!(
+        v["output_tail"].as_str().unwrap().contains("disk full"),
+        "{v}"
+    );
+    assert!(v["message"].as_str().unwrap().contains("exited 7"), "{v}");
+}
+
+#[test]
+fn ntf_01_leader_change_and_quorum_loss_reach_the_webhook() {
+    let (url, events) = receiver(0);
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ClusterPlan::new(3, 77);
+    plan.extra =
+        format!("notify:\n  webhook:\n    url: {url}\n    events: [leader_change, quorum_loss]\n");
+    let files = ClusterFiles::write(dir.path(), &plan);
+    let mut nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let leader = next_event(&events, "leader_change");
+    assert_eq!(leader["node"], "n1", "{leader}");
+    assert_eq!(leader["is_leader"], true);
+    wait_for_state("n1 leads", || {
+        let v = cluster(nodes[0].web).ok_or("no answer")?;
+        if v["is_leader"] == true {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
+    // n1's metrics count the edge it just reported.
+    let metrics = http(nodes[0].web, "GET", "/metrics").unwrap().body;
+    assert!(
+        metrics.contains("cronstable_cluster_is_leader 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("cronstable_cluster_leader_info{leader=\"n1\"} 1"));
+    assert!(!metrics.contains("cronstable_cluster_leader_transitions_total 0"));
+
+    // Both peers die: n1 is alone, loses its quorum, and with it leadership.
+    for n in nodes.iter_mut().skip(1) {
+        n.proc.signal(9);
+    }
+    // Both edges happen at one instant; the two events may come in either order.
+    let mut got: Vec<Value> = (0..2)
+        .map(|_| {
+            events
+                .recv_timeout(Duration::from_secs(30))
+                .expect("two webhooks after the peers died")
+        })
+        .collect();
+    got.sort_by_key(|v| v["event"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(got[0]["event"], "leader_change", "{got:?}");
+    assert_eq!(got[0]["is_leader"], false, "{got:?}");
+    assert_eq!(got[1]["event"], "quorum_loss", "{got:?}");
+    assert_eq!(got[1]["node"], "n1");
+    let metrics = http(nodes[0].web, "GET", "/metrics").unwrap().body;
+    assert!(
+        metrics.contains("cronstable_cluster_quorate 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("cronstable_cluster_peers{status=\"unreachable\"} 2"),
+        "{metrics}"
+    );
+}
