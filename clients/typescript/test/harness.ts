@@ -1,0 +1,156 @@
+//! Starts real `cronstable coordinator` processes on free loopback ports for the conformance
+//! tests, captures their logs, and talks to their HTTP API.
+//!
+//! The binary comes from CRONSTABLE_BIN (clients/run-tests.sh sets it); without it the suite
+//! throws at load, so a CI run cannot pass by testing nothing.
+
+import { ChildProcess, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as path from "node:path";
+
+/** How long any wait may take before the test fails; a healthy run is far quicker. */
+export const PATIENCE_MS = 30_000;
+
+export function coordinatorBinary(): string {
+  const bin = process.env.CRONSTABLE_BIN;
+  if (!bin) {
+    throw new Error(
+      "CRONSTABLE_BIN is not set: point it at the cronstable binary " +
+        "(cargo build -p cronstable-coordinator; clients/run-tests.sh does this)",
+    );
+  }
+  try {
+    fs.accessSync(bin, fs.constants.X_OK);
+  } catch {
+    throw new Error(`CRONSTABLE_BIN=${bin} is not an executable file`);
+  }
+  return bin;
+}
+
+/** A port that was free a moment ago: the coordinator's config refuses port 0. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` until it returns something other than undefined, or fails naming `what`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | Promise<T | undefined>,
+  patienceMs = PATIENCE_MS,
+): Promise<T> {
+  const deadline = Date.now() + patienceMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${patienceMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface HttpAnswer {
+  status: number;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+}
+
+/** One coordinator process, killed by `stop`. */
+export class Coordinator {
+  private logText = "";
+  private proc!: ChildProcess;
+  api = "";
+  webPort = 0;
+
+  private constructor(readonly name: string) {}
+
+  static async start(directory: string, name: string, clusterYaml = ""): Promise<Coordinator> {
+    const c = new Coordinator(name);
+    const apiPort = await freePort();
+    c.webPort = await freePort();
+    c.api = `http://127.0.0.1:${apiPort}`;
+    const config = path.join(directory, `${name}.yaml`);
+    fs.writeFileSync(
+      config,
+      `api:\n  listen: 127.0.0.1:${apiPort}\nweb:\n  listen: 127.0.0.1:${c.webPort}\n${clusterYaml}`,
+    );
+    c.proc = spawn(coordinatorBinary(), ["coordinator", "--config", config], {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, RUST_LOG: "info" },
+    });
+    c.proc.stderr!.setEncoding("utf8");
+    c.proc.stderr!.on("data", (chunk: string) => (c.logText += chunk));
+    try {
+      await c.waitLog("coordinator listening");
+      await waitFor(`${name}'s HTTP API`, () => c.http("GET", "/healthz"));
+    } catch (e) {
+      c.stop();
+      throw e;
+    }
+    return c;
+  }
+
+  log(): string {
+    return this.logText;
+  }
+
+  async waitLog(needle: string): Promise<void> {
+    await waitFor(`coordinator ${this.name} to log ${JSON.stringify(needle)}`, () => {
+      if (this.logText.includes(needle)) return true;
+      if (this.proc.exitCode !== null) {
+        throw new Error(
+          `coordinator ${this.name} exited (${this.proc.exitCode}) before logging ${needle}; its log:\n${this.logText}`,
+        );
+      }
+      return undefined;
+    }).catch((e: Error) => {
+      throw new Error(`${e.message}; its log:\n${this.logText}`);
+    });
+  }
+
+  /** Log lines containing every one of `needles`. */
+  logLines(...needles: string[]): string[] {
+    return this.logText.split("\n").filter((l) => needles.every((n) => l.includes(n)));
+  }
+
+  /** The node name announced in the "coordinator listening" line. */
+  nodeName(): string {
+    for (const line of this.logLines("coordinator listening")) {
+      const m = /node="([^"]*)"/.exec(line);
+      if (m) return m[1];
+    }
+    throw new Error(`no node name in the log of ${this.name}:\n${this.logText}`);
+  }
+
+  /** Status and JSON body, or undefined while the listener does not answer. */
+  async http(method: "GET" | "POST", urlPath: string): Promise<HttpAnswer | undefined> {
+    try {
+      const r = await fetch(`http://127.0.0.1:${this.webPort}${urlPath}`, {
+        method,
+        signal: AbortSignal.timeout(2000),
+      });
+      const text = await r.text();
+      return { status: r.status, body: text ? JSON.parse(text) : {} };
+    } catch {
+      return undefined;
+    }
+  }
+
+  stop(): void {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill("SIGKILL");
+  }
+}
+
+/** The cluster section of a filesystem-lease coordinator named `name` on `store`. */
+export function leaseYaml(name: string, store: string): string {
+  return (
+    `cluster:\n  nodeName: ${name}\n  backend: filesystem\n` +
+    `  filesystem:\n    path: ${store}\n    ttl: 3\n`
+  );
+}
