@@ -11,6 +11,9 @@ clients="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$clients")"
 venv="${CRONSTABLE_CLIENTS_VENV:-$clients/.venv}"
 
+# The lonely-gossip conformance setup makes its TLS certificates with openssl.
+command -v openssl >/dev/null || { echo "run-tests.sh: openssl is missing (apt-get install openssl)" >&2; exit 1; }
+
 echo "==> clients: installing dependencies"
 "$clients/setup.sh"
 

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pytest
 
-from harness import Coordinator, coordinator_binary, lease_yaml, wait_for
+from harness import Coordinator, coordinator_binary, lease_yaml, lonely_gossip_yaml, wait_for
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,3 +46,20 @@ def lease_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Coord
     finally:
         for n in nodes:
             n.stop()
+
+
+@pytest.fixture(scope="session")
+def lonely_gossip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
+    """Gossip node n1 without a quorum, once its manager reports so on GET /cluster."""
+    directory: Path = tmp_path_factory.mktemp("lonely-gossip")
+    c = Coordinator(directory, "n1", lonely_gossip_yaml(directory))
+    try:
+
+        def without_quorum() -> bool | None:
+            body = (c.http("GET", "/cluster") or (0, {}))[1]
+            return True if body.get("enabled") and body.get("quorate") is False else None
+
+        wait_for("n1's gossip manager to report no quorum", without_quorum)
+        yield c
+    finally:
+        c.stop()

@@ -151,3 +151,20 @@ def logged_node_name(coordinator: Coordinator) -> str:
         if m:
             return m.group(1)
     raise AssertionError(f"no node name in the log of {coordinator.name}:\n{coordinator.log()}")
+
+
+GOSSIP_CERTS = Path(__file__).resolve().parents[2] / "conformance" / "gossip-certs.sh"
+
+
+def lonely_gossip_yaml(directory: Path) -> str:
+    """The cluster section of gossip node n1 in a three-node cluster whose two other members
+    do not exist (nothing listens on their ports), so it never sees a quorum."""
+    tls = directory / "tls"
+    subprocess.run([str(GOSSIP_CERTS), str(tls), "n1", "127.0.0.1"], check=True)
+    peers = "".join(f'    - host: "127.0.0.1:{free_port()}"\n' for _ in range(2))
+    return (
+        "cluster:\n  nodeName: n1\n  electLeader: true\n  interval: 1s\n  connectTimeout: 1s\n"
+        f'  listen: "127.0.0.1:{free_port()}"\n'
+        f"  tls:\n    ca: {tls / 'ca.pem'}\n    cert: {tls / 'n1.pem'}\n    key: {tls / 'n1-key.pem'}\n"
+        f"  peers:\n{peers}"
+    )

@@ -83,6 +83,10 @@ def test_CONF_03_unspecified_kind_is_invalid_argument(election_off: Coordinator)
         client.should_run(job, AT, kind=Kind.UNSPECIFIED)
     assert e.value.code is grpc.StatusCode.INVALID_ARGUMENT
     assert "kind" in e.value.message
+    with pytest.raises(CoordinatorError) as e:
+        client.should_run(job, AT, kind=Kind.RETRY, attempt=1)
+    assert e.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "attempt" in e.value.message
 
 
 def test_CONF_04_register_returns_the_job_set_id(election_off: Coordinator) -> None:
@@ -237,3 +241,26 @@ def test_CONF_10_firing_wrapper_runs_only_on_run_and_reports(
     assert body(scheduled_at=AT) is None
     assert job not in ran
     assert follower.log_lines(f'job="{job}"', "run started") == []
+
+
+def test_CONF_11_no_quorum_skips_leader_firings_and_defers_retries(
+    lonely_gossip: Coordinator,
+) -> None:
+    client = client_for(lonely_gossip)
+    leader, every = unique("conf11-leader"), unique("conf11-every")
+    registration = client.register(
+        [Job(leader, "* * * * *", "true"), Job(every, "* * * * *", "true", policy=Policy.EVERY_NODE)]
+    )
+    assert registration.effective_policies == {leader: Policy.LEADER, every: Policy.EVERY_NODE}
+    asked = [
+        (leader, Kind.SCHEDULED, 1, Verdict.SKIP, Reason.NO_QUORUM),
+        (leader, Kind.RETRY, 2, Verdict.DEFER, Reason.NO_QUORUM),
+        (leader, Kind.MANUAL, 1, Verdict.RUN, Reason.MANUAL),
+        (every, Kind.SCHEDULED, 1, Verdict.RUN, Reason.EVERY_NODE),
+    ]
+    for job, kind, attempt, verdict, reason in asked:
+        answer = client.should_run(job, AT, kind=kind, attempt=attempt)
+        assert (answer.verdict, answer.reason) == (verdict, reason), (job, kind, answer)
+        assert answer.node_name == "n1" and not answer.local, answer
+        if verdict is Verdict.DEFER:
+            assert answer.retry_after_ms > 0, answer

@@ -12,7 +12,7 @@ import * as grpc from "@grpc/grpc-js";
 import { parse } from "yaml";
 
 import { Answer, Client, CoordinatorError, Instruction, Kind, Policy, Reason, Verdict } from "../src";
-import { Coordinator, coordinatorBinary, freePort, leaseYaml, waitFor } from "./harness";
+import { Coordinator, coordinatorBinary, freePort, leaseYaml, lonelyGossipYaml, waitFor } from "./harness";
 
 // dist/test/ at run time, test/ when read: cases.yaml is two levels above the package.
 const CASES = path.resolve(__dirname, "..", "..", "..", "conformance", "cases.yaml");
@@ -57,6 +57,7 @@ describe("conformance", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cronstable-ts-"));
   let electionOff: Coordinator;
   let leasePair: Promise<[Coordinator, Coordinator]> | undefined;
+  let lonely: Promise<Coordinator> | undefined;
   const started: Coordinator[] = [];
 
   /** (leader, follower): two filesystem-lease coordinators on one store, once one leads. */
@@ -77,6 +78,22 @@ describe("conformance", () => {
       });
     })();
     return leasePair;
+  }
+
+  /** Gossip node n1 without a quorum, once its manager reports so on GET /cluster. */
+  function lonelyGossip(): Promise<Coordinator> {
+    lonely ??= (async () => {
+      const home = path.join(dir, "lonely");
+      fs.mkdirSync(home);
+      const c = await Coordinator.start(home, "n1", await lonelyGossipYaml(home));
+      started.push(c);
+      await waitFor("n1's gossip manager to report no quorum", async () => {
+        const body = (await c.http("GET", "/cluster"))?.body;
+        return body?.enabled && body.quorate === false ? true : undefined;
+      });
+      return c;
+    })();
+    return lonely;
   }
 
   /** Both nodes' answers for one firing, once the follower has seen who leads. */
@@ -135,6 +152,9 @@ describe("conformance", () => {
     const e = await refusal(client.shouldRun(name, AT, { kind: Kind.FIRING_KIND_UNSPECIFIED }));
     assert.equal(e.code, grpc.status.INVALID_ARGUMENT);
     assert.ok(e.details.includes("kind"), e.details);
+    const retry = await refusal(client.shouldRun(name, AT, { kind: Kind.FIRING_KIND_RETRY, attempt: 1 }));
+    assert.equal(retry.code, grpc.status.INVALID_ARGUMENT);
+    assert.ok(retry.details.includes("attempt"), retry.details);
   });
 
   conformance("CONF-04", "register returns the job-set ID and the effective policies", async () => {
@@ -278,5 +298,27 @@ describe("conformance", () => {
     assert.equal(await wrapped(AT), undefined);
     assert.ok(!ran.includes(name));
     assert.deepEqual(follower.logLines(`job="${name}"`, "run started"), []);
+  });
+
+  conformance("CONF-11", "a gossip node without a quorum skips Leader firings and defers their retries", async () => {
+    const client = clientFor(await lonelyGossip());
+    const [leader, every] = [unique("conf11-leader"), unique("conf11-every")];
+    const r = await client.register([job(leader), job(every, Policy.CLUSTER_POLICY_EVERY_NODE)]);
+    assert.deepEqual(r.effectivePolicies, {
+      [leader]: Policy.CLUSTER_POLICY_LEADER,
+      [every]: Policy.CLUSTER_POLICY_EVERY_NODE,
+    });
+    const asked: [string, Kind, number, Verdict, Reason][] = [
+      [leader, Kind.FIRING_KIND_SCHEDULED, 1, Verdict.VERDICT_SKIP, Reason.REASON_NO_QUORUM],
+      [leader, Kind.FIRING_KIND_RETRY, 2, Verdict.VERDICT_DEFER, Reason.REASON_NO_QUORUM],
+      [leader, Kind.FIRING_KIND_MANUAL, 1, Verdict.VERDICT_RUN, Reason.REASON_MANUAL],
+      [every, Kind.FIRING_KIND_SCHEDULED, 1, Verdict.VERDICT_RUN, Reason.REASON_EVERY_NODE],
+    ];
+    for (const [name, kind, attempt, verdict, reason] of asked) {
+      const a = await client.shouldRun(name, AT, { kind, attempt });
+      assert.deepEqual([a.verdict, a.reason], [verdict, reason], `${name} ${Kind[kind]}: ${JSON.stringify(a)}`);
+      assert.ok(a.nodeName === "n1" && !a.local, JSON.stringify(a));
+      if (verdict === Verdict.VERDICT_DEFER) assert.ok(a.retryAfterMs > 0, JSON.stringify(a));
+    }
   });
 });

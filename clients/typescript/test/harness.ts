@@ -4,7 +4,7 @@
 //! The binary comes from CRONSTABLE_BIN (clients/run-tests.sh sets it); without it the suite
 //! throws at load, so a CI run cannot pass by testing nothing.
 
-import { ChildProcess, spawn } from "node:child_process";
+import { ChildProcess, execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
@@ -152,5 +152,24 @@ export function leaseYaml(name: string, store: string): string {
   return (
     `cluster:\n  nodeName: ${name}\n  backend: filesystem\n` +
     `  filesystem:\n    path: ${store}\n    ttl: 3\n`
+  );
+}
+
+const GOSSIP_CERTS = path.resolve(__dirname, "..", "..", "..", "conformance", "gossip-certs.sh");
+
+/**
+ * The cluster section of gossip node n1 in a three-node cluster whose two other members do not
+ * exist (nothing listens on their ports), so it never sees a quorum.
+ */
+export async function lonelyGossipYaml(directory: string): Promise<string> {
+  const tls = path.join(directory, "tls");
+  execFileSync(GOSSIP_CERTS, [tls, "n1", "127.0.0.1"], { stdio: ["ignore", "inherit", "inherit"] });
+  let peers = "";
+  for (let i = 0; i < 2; i++) peers += `    - host: "127.0.0.1:${await freePort()}"\n`;
+  return (
+    "cluster:\n  nodeName: n1\n  electLeader: true\n  interval: 1s\n  connectTimeout: 1s\n" +
+    `  listen: "127.0.0.1:${await freePort()}"\n` +
+    `  tls:\n    ca: ${tls}/ca.pem\n    cert: ${tls}/n1.pem\n    key: ${tls}/n1-key.pem\n` +
+    `  peers:\n${peers}`
   );
 }
