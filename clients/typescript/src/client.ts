@@ -243,8 +243,8 @@ export class Client {
 
   /**
    * Asks about one firing and runs `body` only on RUN, reporting the start before it and the
-   * finish after it (exit code 0, or 1 when it threw; the error is rethrown). Reports that
-   * find no coordinator are dropped: the job ran, and that must not fail it.
+   * finish after it (exit code 0, or 1 when it threw; the error is rethrown). A report the
+   * coordinator does not take is logged, never thrown: the job runs (or ran) all the same.
    */
   async firing<T>(
     job: string,
@@ -291,7 +291,7 @@ async function bestEffort(report: Promise<void>): Promise<void> {
   try {
     await report;
   } catch (e) {
-    if (!(e instanceof CoordinatorError) || !e.unreachable) throw e;
+    if (!(e instanceof CoordinatorError)) throw e;
     console.warn(`cronstable: could not report to the coordinator: ${e.message}`);
   }
 }

@@ -245,7 +245,8 @@ class Client:
     ) -> Iterator["Firing"]:
         """Asks about one firing; the body checks `.run`. When it runs, the start is reported
         on entry and the finish on exit: exit code 0, or 1 when the body raised (the exception
-        propagates). Reports that find no coordinator are logged, never raised: the job ran."""
+        propagates). A report the coordinator does not take is logged, never raised: the job
+        runs (or ran) all the same."""
         answer = self.should_run(job, scheduled_at, kind, attempt, policy)
         firing = Firing(job, to_ms(scheduled_at), answer)
         if not answer.run:
@@ -267,8 +268,6 @@ class Client:
         try:
             report(*args, **kwargs)
         except CoordinatorError as e:
-            if not e.unreachable:
-                raise
             log.warning("could not report to the coordinator at %s: %s", self.target, e)
 
     def job(self, name: str, policy: Policy | None = None) -> Callable[[F], F]:

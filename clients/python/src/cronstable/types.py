@@ -70,6 +70,8 @@ def _known(enum_type: type[enum.Enum], value: int) -> enum.Enum:
         return enum_type.UNSPECIFIED  # type: ignore[attr-defined]
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
 Instant = Union[int, _dt.datetime]
 """A point in time: Unix epoch milliseconds, or a timezone-aware datetime."""
 
@@ -82,7 +84,8 @@ def to_ms(at: Instant) -> int:
                 f"scheduled time {at.isoformat()} has no timezone; pass an aware datetime "
                 "(e.g. datetime.now(timezone.utc)) or epoch milliseconds"
             )
-        return int(at.timestamp() * 1000)
+        # Integer arithmetic: a float timestamp times 1000 can land a millisecond short.
+        return (at - _EPOCH) // _dt.timedelta(milliseconds=1)
     if isinstance(at, bool) or not isinstance(at, int):
         raise TypeError(f"expected epoch milliseconds or a datetime, got {at!r}")
     return at
