@@ -32,7 +32,7 @@ def lease_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Coord
     directory: Path = tmp_path_factory.mktemp("lease-pair")
     store = directory / "store"
     store.mkdir()
-    nodes = [Coordinator(directory, name, lease_yaml(name, store)) for name in ("a", "b")]
+    nodes = [Coordinator(directory, name, lambda: lease_yaml(name, store)) for name in ("a", "b")]
     try:
 
         def one_leader() -> tuple[Coordinator, Coordinator] | None:
@@ -52,7 +52,7 @@ def lease_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Coord
 def lonely_gossip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
     """Gossip node n1 without a quorum, once its manager reports so on GET /cluster."""
     directory: Path = tmp_path_factory.mktemp("lonely-gossip")
-    c = Coordinator(directory, "n1", lonely_gossip_yaml(directory))
+    c = Coordinator(directory, "n1", lambda: lonely_gossip_yaml(directory))
     try:
 
         def without_quorum() -> bool | None:

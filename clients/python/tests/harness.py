@@ -38,12 +38,23 @@ def coordinator_binary() -> Path:
     return path
 
 
+# How often a coordinator start is retried with fresh ports after losing a port race.
+BIND_ATTEMPTS = 3
+
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A port that was free a moment ago (bound, then released): the coordinator's config
-    refuses port 0, so the test picks one."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    refuses port 0, so the test picks one. Never the same port twice in one run, since the
+    ports of one config are all picked before any is bound."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def wait_for(what: str, check: Callable[[], T | None], patience: float = PATIENCE_S) -> T:
@@ -59,13 +70,34 @@ def wait_for(what: str, check: Callable[[], T | None], patience: float = PATIENC
 
 
 class Coordinator:
-    """One coordinator process, killed by `stop`."""
+    """One coordinator process, killed by `stop`.
 
-    def __init__(self, directory: Path, name: str, cluster_yaml: str = "") -> None:
+    `cluster_yaml` gives the config's cluster section; it is called again, with fresh ports
+    picked, when a start loses a port race ("Address already in use") to another process."""
+
+    def __init__(
+        self, directory: Path, name: str, cluster_yaml: Callable[[], str] = lambda: ""
+    ) -> None:
         self.name = name
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            self._spawn(directory, cluster_yaml())
+            try:
+                self.wait_log("coordinator listening")
+                break
+            except AssertionError:
+                self.stop()
+                if attempt == BIND_ATTEMPTS or "Address already in use" not in self.log():
+                    raise
+        try:
+            wait_for(f"{name}'s HTTP API", lambda: self.http("GET", "/healthz"))
+        except BaseException:
+            self.stop()
+            raise
+
+    def _spawn(self, directory: Path, cluster_yaml: str) -> None:
         self.api_port, self.web_port = free_port(), free_port()
         self.api = f"http://127.0.0.1:{self.api_port}"
-        config = directory / f"{name}.yaml"
+        config = directory / f"{self.name}.yaml"
         config.write_text(
             f"api:\n  listen: 127.0.0.1:{self.api_port}\n"
             f"web:\n  listen: 127.0.0.1:{self.web_port}\n{cluster_yaml}"
@@ -79,13 +111,8 @@ class Coordinator:
             text=True,
             env={**os.environ, "RUST_LOG": "info"},
         )
-        threading.Thread(target=self._drain, daemon=True).start()
-        try:
-            self.wait_log("coordinator listening")
-            wait_for(f"{name}'s HTTP API", lambda: self.http("GET", "/healthz"))
-        except BaseException:
-            self.stop()
-            raise
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None
@@ -102,6 +129,7 @@ class Coordinator:
             if needle in self.log():
                 return True
             if self.proc.poll() is not None:
+                self._drainer.join(timeout=5)  # the whole log, up to its last line
                 raise AssertionError(
                     f"coordinator {self.name} exited ({self.proc.returncode}) before logging "
                     f"{needle!r}; its log:\n{self.log()}"
@@ -111,6 +139,8 @@ class Coordinator:
         try:
             wait_for(f"coordinator {self.name} to log {needle!r}", seen)
         except AssertionError as e:
+            if "its log:" in str(e):
+                raise
             raise AssertionError(f"{e}; its log:\n{self.log()}") from None
 
     def log_lines(self, *needles: str) -> list[str]:
@@ -134,6 +164,7 @@ class Coordinator:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+        self._drainer.join(timeout=5)
 
 
 def lease_yaml(name: str, store: Path) -> str:

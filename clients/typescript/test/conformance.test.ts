@@ -67,7 +67,7 @@ describe("conformance", () => {
       fs.mkdirSync(store);
       const nodes: Coordinator[] = [];
       for (const name of ["a", "b"]) {
-        nodes.push(await Coordinator.start(dir, name, leaseYaml(name, store)));
+        nodes.push(await Coordinator.start(dir, name, () => leaseYaml(name, store)));
         started.push(nodes[nodes.length - 1]);
       }
       return waitFor("exactly one of the lease pair to lead", async () => {
@@ -85,7 +85,7 @@ describe("conformance", () => {
     lonely ??= (async () => {
       const home = path.join(dir, "lonely");
       fs.mkdirSync(home);
-      const c = await Coordinator.start(home, "n1", await lonelyGossipYaml(home));
+      const c = await Coordinator.start(home, "n1", () => lonelyGossipYaml(home));
       started.push(c);
       await waitFor("n1's gossip manager to report no quorum", async () => {
         const body = (await c.http("GET", "/cluster"))?.body;

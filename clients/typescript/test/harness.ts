@@ -28,8 +28,26 @@ export function coordinatorBinary(): string {
   return bin;
 }
 
-/** A port that was free a moment ago: the coordinator's config refuses port 0. */
-export function freePort(): Promise<number> {
+/** How often a coordinator start is retried with fresh ports after losing a port race. */
+const BIND_ATTEMPTS = 3;
+
+const handedOut = new Set<number>();
+
+/**
+ * A port that was free a moment ago: the coordinator's config refuses port 0. Never the same
+ * port twice in one run, since the ports of one config are all picked before any is bound.
+ */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await anyFreePort();
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+function anyFreePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once("error", reject);
@@ -65,29 +83,33 @@ export interface HttpAnswer {
 export class Coordinator {
   private logText = "";
   private proc!: ChildProcess;
+  private stderrClosed: Promise<unknown> = Promise.resolve();
   api = "";
   webPort = 0;
 
   private constructor(readonly name: string) {}
 
-  static async start(directory: string, name: string, clusterYaml = ""): Promise<Coordinator> {
+  /**
+   * Starts a coordinator. `clusterYaml` gives the config's cluster section; it is called
+   * again, with fresh ports picked, when a start loses a port race ("Address already in use").
+   */
+  static async start(
+    directory: string,
+    name: string,
+    clusterYaml: () => string | Promise<string> = () => "",
+  ): Promise<Coordinator> {
     const c = new Coordinator(name);
-    const apiPort = await freePort();
-    c.webPort = await freePort();
-    c.api = `http://127.0.0.1:${apiPort}`;
-    const config = path.join(directory, `${name}.yaml`);
-    fs.writeFileSync(
-      config,
-      `api:\n  listen: 127.0.0.1:${apiPort}\nweb:\n  listen: 127.0.0.1:${c.webPort}\n${clusterYaml}`,
-    );
-    c.proc = spawn(coordinatorBinary(), ["coordinator", "--config", config], {
-      stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, RUST_LOG: "info" },
-    });
-    c.proc.stderr!.setEncoding("utf8");
-    c.proc.stderr!.on("data", (chunk: string) => (c.logText += chunk));
+    for (let attempt = 1; ; attempt++) {
+      await c.spawn(directory, await clusterYaml());
+      try {
+        await c.waitLog("coordinator listening");
+        break;
+      } catch (e) {
+        c.stop();
+        if (attempt === BIND_ATTEMPTS || !c.logText.includes("Address already in use")) throw e;
+      }
+    }
     try {
-      await c.waitLog("coordinator listening");
       await waitFor(`${name}'s HTTP API`, () => c.http("GET", "/healthz"));
     } catch (e) {
       c.stop();
@@ -96,21 +118,44 @@ export class Coordinator {
     return c;
   }
 
+  private async spawn(directory: string, clusterYaml: string): Promise<void> {
+    const apiPort = await freePort();
+    this.webPort = await freePort();
+    this.api = `http://127.0.0.1:${apiPort}`;
+    const config = path.join(directory, `${this.name}.yaml`);
+    fs.writeFileSync(
+      config,
+      `api:\n  listen: 127.0.0.1:${apiPort}\nweb:\n  listen: 127.0.0.1:${this.webPort}\n${clusterYaml}`,
+    );
+    this.logText = "";
+    const proc = spawn(coordinatorBinary(), ["coordinator", "--config", config], {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, RUST_LOG: "info" },
+    });
+    this.proc = proc;
+    this.stderrClosed = new Promise((resolve) => proc.stderr!.once("close", resolve));
+    proc.stderr!.setEncoding("utf8");
+    proc.stderr!.on("data", (chunk: string) => {
+      if (this.proc === proc) this.logText += chunk;
+    });
+  }
+
   log(): string {
     return this.logText;
   }
 
   async waitLog(needle: string): Promise<void> {
-    await waitFor(`coordinator ${this.name} to log ${JSON.stringify(needle)}`, () => {
+    await waitFor(`coordinator ${this.name} to log ${JSON.stringify(needle)}`, async () => {
       if (this.logText.includes(needle)) return true;
       if (this.proc.exitCode !== null) {
+        await this.stderrClosed; // the whole log, up to its last line
         throw new Error(
           `coordinator ${this.name} exited (${this.proc.exitCode}) before logging ${needle}; its log:\n${this.logText}`,
         );
       }
       return undefined;
     }).catch((e: Error) => {
-      throw new Error(`${e.message}; its log:\n${this.logText}`);
+      throw e.message.includes("its log:") ? e : new Error(`${e.message}; its log:\n${this.logText}`);
     });
   }
 
