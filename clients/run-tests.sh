@@ -33,6 +33,10 @@ echo "==> clients: testing against $CRONSTABLE_BIN"
 echo "==> clients: drift check (clients/check.sh)"
 "$clients/check.sh"
 
+echo "==> clients: lint (ruff, prettier; tsc type-checks in the TypeScript build)"
+(cd "$clients/python" && "$venv/bin/ruff" check --quiet . && "$venv/bin/ruff" format --check --quiet .)
+(cd "$clients/typescript" && npm run lint --silent)
+
 echo "==> clients: Python conformance suite (pytest)"
 (cd "$clients/python" && "$venv/bin/python" -m pytest -q -p no:cacheprovider)
 

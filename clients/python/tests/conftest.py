@@ -3,8 +3,8 @@ clients/conformance/cases.yaml), started once per test session."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,16 +27,22 @@ def election_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinat
 
 
 @pytest.fixture(scope="session")
-def lease_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Coordinator, Coordinator]]:
+def lease_pair(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Coordinator, Coordinator]]:
     """(leader, follower): two filesystem-lease coordinators on one store, once one leads."""
     directory: Path = tmp_path_factory.mktemp("lease-pair")
     store = directory / "store"
     store.mkdir()
-    nodes = [Coordinator(directory, name, lambda: lease_yaml(name, store)) for name in ("a", "b")]
+    nodes = [
+        Coordinator(directory, name, lambda n=name: lease_yaml(n, store)) for name in ("a", "b")
+    ]
     try:
 
         def one_leader() -> tuple[Coordinator, Coordinator] | None:
-            leading = [n for n in nodes if (n.http("GET", "/cluster") or (0, {}))[1].get("is_leader")]
+            leading = [
+                n for n in nodes if (n.http("GET", "/cluster") or (0, {}))[1].get("is_leader")
+            ]
             if len(leading) != 1:
                 return None
             other = next(n for n in nodes if n is not leading[0])

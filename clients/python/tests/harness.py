@@ -8,16 +8,17 @@ stops with a message rather than skipping, so a CI run cannot pass by testing no
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import socket
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -150,7 +151,9 @@ class Coordinator:
     def http(self, method: str, path: str) -> tuple[int, dict] | None:
         """(status, JSON body), or None while the listener does not answer."""
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.web_port}{path}", method=method, data=b"" if method == "POST" else None
+            f"http://127.0.0.1:{self.web_port}{path}",
+            method=method,
+            data=b"" if method == "POST" else None,
         )
         try:
             with urllib.request.urlopen(request, timeout=2) as r:
@@ -196,6 +199,7 @@ def lonely_gossip_yaml(directory: Path) -> str:
     return (
         "cluster:\n  nodeName: n1\n  electLeader: true\n  interval: 1s\n  connectTimeout: 1s\n"
         f'  listen: "127.0.0.1:{free_port()}"\n'
-        f"  tls:\n    ca: {tls / 'ca.pem'}\n    cert: {tls / 'n1.pem'}\n    key: {tls / 'n1-key.pem'}\n"
+        f"  tls:\n    ca: {tls / 'ca.pem'}\n    cert: {tls / 'n1.pem'}\n"
+        f"    key: {tls / 'n1-key.pem'}\n"
         f"  peers:\n{peers}"
     )

@@ -13,7 +13,7 @@ from cronstable.types import Answer, no_manager_answer, to_ms
 
 
 def test_aware_datetimes_convert_to_exact_milliseconds() -> None:
-    at = dt.datetime(2026, 12, 3, 10, 0, 0, 123000, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2026, 12, 3, 10, 0, 0, 123000, tzinfo=dt.UTC)
     assert to_ms(at) == 1_796_292_000_123
     assert to_ms(at.astimezone(dt.timezone(dt.timedelta(hours=5)))) == 1_796_292_000_123
     assert to_ms(42) == 42

@@ -9,7 +9,12 @@ export {
   Reason,
   Verdict,
 } from "./gen/cronstable/v1/cronstable";
-import { ClusterPolicy as Policy, FiringKind as Kind, Reason, Verdict } from "./gen/cronstable/v1/cronstable";
+import {
+  ClusterPolicy as Policy,
+  FiringKind as Kind,
+  Reason,
+  Verdict,
+} from "./gen/cronstable/v1/cronstable";
 
 /** A point in time: Unix epoch milliseconds or a Date. */
 export type Instant = number | Date;

@@ -68,7 +68,8 @@ export async function waitFor<T>(
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${patienceMs} ms waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${patienceMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -155,7 +156,9 @@ export class Coordinator {
       }
       return undefined;
     }).catch((e: Error) => {
-      throw e.message.includes("its log:") ? e : new Error(`${e.message}; its log:\n${this.logText}`);
+      throw e.message.includes("its log:")
+        ? e
+        : new Error(`${e.message}; its log:\n${this.logText}`);
     });
   }
 

@@ -24,20 +24,57 @@ test("an unknown reason reads as unspecified", () => {
     firingId: "",
     nodeName: "",
   });
-  assert.deepEqual([a.verdict, a.reason, a.run, a.fence], [Verdict.VERDICT_RUN, Reason.REASON_UNSPECIFIED, true, undefined]);
+  assert.deepEqual(
+    [a.verdict, a.reason, a.run, a.fence],
+    [Verdict.VERDICT_RUN, Reason.REASON_UNSPECIFIED, true, undefined],
+  );
 });
 
 test("the no-manager table", () => {
   const rows: [Policy, Kind, Verdict, Reason][] = [
-    [Policy.CLUSTER_POLICY_LEADER, Kind.FIRING_KIND_SCHEDULED, Verdict.VERDICT_SKIP, Reason.REASON_COORDINATOR_UNREACHABLE],
-    [Policy.CLUSTER_POLICY_UNSPECIFIED, Kind.FIRING_KIND_SCHEDULED, Verdict.VERDICT_SKIP, Reason.REASON_COORDINATOR_UNREACHABLE],
-    [Policy.CLUSTER_POLICY_LEADER, Kind.FIRING_KIND_RETRY, Verdict.VERDICT_SKIP, Reason.REASON_COORDINATOR_UNREACHABLE],
-    [Policy.CLUSTER_POLICY_PREFER_LEADER, Kind.FIRING_KIND_REBOOT, Verdict.VERDICT_RUN, Reason.REASON_NO_MANAGER],
-    [Policy.CLUSTER_POLICY_EVERY_NODE, Kind.FIRING_KIND_SCHEDULED, Verdict.VERDICT_RUN, Reason.REASON_EVERY_NODE],
-    [Policy.CLUSTER_POLICY_LEADER, Kind.FIRING_KIND_MANUAL, Verdict.VERDICT_RUN, Reason.REASON_MANUAL],
+    [
+      Policy.CLUSTER_POLICY_LEADER,
+      Kind.FIRING_KIND_SCHEDULED,
+      Verdict.VERDICT_SKIP,
+      Reason.REASON_COORDINATOR_UNREACHABLE,
+    ],
+    [
+      Policy.CLUSTER_POLICY_UNSPECIFIED,
+      Kind.FIRING_KIND_SCHEDULED,
+      Verdict.VERDICT_SKIP,
+      Reason.REASON_COORDINATOR_UNREACHABLE,
+    ],
+    [
+      Policy.CLUSTER_POLICY_LEADER,
+      Kind.FIRING_KIND_RETRY,
+      Verdict.VERDICT_SKIP,
+      Reason.REASON_COORDINATOR_UNREACHABLE,
+    ],
+    [
+      Policy.CLUSTER_POLICY_PREFER_LEADER,
+      Kind.FIRING_KIND_REBOOT,
+      Verdict.VERDICT_RUN,
+      Reason.REASON_NO_MANAGER,
+    ],
+    [
+      Policy.CLUSTER_POLICY_EVERY_NODE,
+      Kind.FIRING_KIND_SCHEDULED,
+      Verdict.VERDICT_RUN,
+      Reason.REASON_EVERY_NODE,
+    ],
+    [
+      Policy.CLUSTER_POLICY_LEADER,
+      Kind.FIRING_KIND_MANUAL,
+      Verdict.VERDICT_RUN,
+      Reason.REASON_MANUAL,
+    ],
   ];
   for (const [policy, kind, verdict, reason] of rows) {
     const a = noManagerAnswer(policy, kind, "no answer");
-    assert.deepEqual([a.verdict, a.reason, a.local], [verdict, reason, true], `${Policy[policy]} ${Kind[kind]}`);
+    assert.deepEqual(
+      [a.verdict, a.reason, a.local],
+      [verdict, reason, true],
+      `${Policy[policy]} ${Kind[kind]}`,
+    );
   }
 });

@@ -14,8 +14,8 @@ import logging
 import os
 import socket
 import time
-import uuid
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Self, TypeVar
 
 import grpc
 
@@ -85,9 +85,7 @@ class Client:
     `python-<host>-<pid>`.
     """
 
-    def __init__(
-        self, target: str, timeout: float = 1.0, executor_id: str | None = None
-    ) -> None:
+    def __init__(self, target: str, timeout: float = 1.0, executor_id: str | None = None) -> None:
         self.target = target
         self.timeout = timeout
         self.executor_id = executor_id or f"python-{socket.gethostname()}-{os.getpid()}"
@@ -98,7 +96,7 @@ class Client:
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -115,9 +113,7 @@ class Client:
         jobs = list(jobs)
         r = self._call(
             "RegisterJobs",
-            pb.RegisterJobsRequest(
-                executor_id=self.executor_id, jobs=[j.to_wire() for j in jobs]
-            ),
+            pb.RegisterJobsRequest(executor_id=self.executor_id, jobs=[j.to_wire() for j in jobs]),
         )
         self._policies = {j.name: j.policy for j in jobs}
         return Registration(
@@ -228,7 +224,7 @@ class Client:
         skipped = pb.RunSkipped(reason=reason.value, message=message)
         self._report(job, scheduled_at, kind, attempt, skipped=skipped)
 
-    def watch(self, timeout: float | None = None) -> "Watch":
+    def watch(self, timeout: float | None = None) -> Watch:
         """Opens this executor's instruction stream (Hello first). `timeout` bounds the whole
         stream; None keeps it open until `Watch.close`."""
         call = self._stub.Watch(pb.WatchRequest(executor_id=self.executor_id), timeout=timeout)
@@ -242,7 +238,7 @@ class Client:
         kind: Kind = Kind.SCHEDULED,
         attempt: int = 1,
         policy: Policy | None = None,
-    ) -> Iterator["Firing"]:
+    ) -> Iterator[Firing]:
         """Asks about one firing; the body checks `.run`. When it runs, the start is reported
         on entry and the finish on exit: exit code 0, or 1 when the body raised (the exception
         propagates). A report the coordinator does not take is logged, never raised: the job
@@ -260,8 +256,13 @@ class Client:
             exit_code = 0
         finally:
             self._best_effort(
-                self.report_finished, job, scheduled_at, started, exit_code,
-                kind=kind, attempt=attempt,
+                self.report_finished,
+                job,
+                scheduled_at,
+                started,
+                exit_code,
+                kind=kind,
+                attempt=attempt,
             )
 
     def _best_effort(self, report: Callable[..., None], *args: Any, **kwargs: Any) -> None:
@@ -283,7 +284,9 @@ class Client:
                 with self.firing(name, at, policy=policy) as f:
                     if f.run:
                         return fn(*args, **kwargs)
-                    log.info("job %s skipped: %s (%s)", name, f.answer.reason.name, f.answer.message)
+                    log.info(
+                        "job %s skipped: %s (%s)", name, f.answer.reason.name, f.answer.message
+                    )
                     return None
 
             return run  # type: ignore[return-value]
@@ -324,7 +327,7 @@ class Watch:
     def close(self) -> None:
         self._call.cancel()
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
-from typing import Mapping, Union
+from collections.abc import Mapping
 
 from ._proto import cronstable_pb2 as pb
 
@@ -70,9 +70,9 @@ def _known(enum_type: type[enum.Enum], value: int) -> enum.Enum:
         return enum_type.UNSPECIFIED  # type: ignore[attr-defined]
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
-Instant = Union[int, _dt.datetime]
+Instant = int | _dt.datetime
 """A point in time: Unix epoch milliseconds, or a timezone-aware datetime."""
 
 
@@ -145,7 +145,7 @@ class Answer:
         return self.verdict is Verdict.RUN
 
     @staticmethod
-    def from_wire(r: pb.ShouldRunResponse) -> "Answer":
+    def from_wire(r: pb.ShouldRunResponse) -> Answer:
         return Answer(
             verdict=_known(Verdict, r.verdict),  # type: ignore[arg-type]
             reason=_known(Reason, r.reason),  # type: ignore[arg-type]
@@ -216,7 +216,7 @@ class JobSetChanged:
     job_set_id: str
 
 
-Instruction = Union[Hello, ManualStart, RunDeferred, ResumeRetry, JobSetChanged]
+Instruction = Hello | ManualStart | RunDeferred | ResumeRetry | JobSetChanged
 
 
 def instruction_from_wire(i: pb.Instruction) -> Instruction | None:
