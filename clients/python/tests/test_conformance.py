@@ -271,3 +271,19 @@ def test_CONF_11_no_quorum_skips_leader_firings_and_defers_retries(
         assert answer.node_name == "n1" and not answer.local, answer
         if verdict is Verdict.DEFER:
             assert answer.retry_after_ms > 0, answer
+
+
+def test_CONF_12_handoff_without_a_shared_store_is_not_transferred(
+    election_off: Coordinator,
+) -> None:
+    client = client_for(election_off)
+    job = unique("conf12")
+    client.register([Job(job, "* * * * *", "false", retries=2)])
+    handoff = client.handoff(
+        job, AT, remaining_attempts=2, next_attempt=2, next_attempt_at=AT + 1000
+    )
+    assert not handoff.transferred
+    assert "abandoned" in handoff.message, handoff
+    with pytest.raises(CoordinatorError) as e:
+        client.handoff(unique("unregistered"), AT, 2, 2, AT + 1000)
+    assert e.value.code is grpc.StatusCode.NOT_FOUND

@@ -232,6 +232,27 @@ export class Client {
   }
 
   /**
+   * Hands the rest of a retry sequence to the cluster, after a shouldRun answer said another
+   * node now owns the job. `transferred` false means nobody will resume it (no shared store):
+   * the caller abandons the sequence and says so in its own log.
+   */
+  async handoff(
+    job: string,
+    scheduledAt: Instant,
+    next: { remainingAttempts: number; nextAttempt: number; nextAttemptAt: Instant },
+  ): Promise<{ transferred: boolean; message: string }> {
+    const r = await this.call<pb.HandoffRequest, pb.HandoffResponse>("Handoff", this.stub.handoff, {
+      executorId: this.executorId,
+      job,
+      scheduledAtMs: toMs(scheduledAt),
+      remainingAttempts: next.remainingAttempts,
+      nextAttemptAtMs: toMs(next.nextAttemptAt),
+      nextAttempt: next.nextAttempt,
+    });
+    return { transferred: r.transferred, message: r.message };
+  }
+
+  /**
    * Opens this executor's instruction stream (Hello first). `timeoutMs` bounds the whole
    * stream; without it the stream stays open until `Watch.close`.
    */

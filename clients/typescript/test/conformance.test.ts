@@ -437,4 +437,20 @@ describe("conformance", () => {
       }
     },
   );
+
+  conformance(
+    "CONF-12",
+    "a handoff on a node without a shared store is recorded but not transferred",
+    async () => {
+      const client = clientFor(electionOff);
+      const name = unique("conf12");
+      await client.register([{ name, schedule: "* * * * *", command: "false", retries: 2 }]);
+      const next = { remainingAttempts: 2, nextAttempt: 2, nextAttemptAt: AT + 1000 };
+      const h = await client.handoff(name, AT, next);
+      assert.equal(h.transferred, false);
+      assert.ok(h.message.includes("abandoned"), h.message);
+      const e = await refusal(client.handoff(unique("unregistered"), AT, next));
+      assert.equal(e.code, grpc.status.NOT_FOUND);
+    },
+  );
 });

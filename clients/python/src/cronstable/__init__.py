@@ -12,6 +12,7 @@ with client.firing("charge-cards", scheduled_at) as f:
 from .client import Client, CoordinatorError, Firing, Watch
 from .types import (
     Answer,
+    Handoff,
     Hello,
     Instruction,
     Job,
@@ -31,6 +32,7 @@ __all__ = [
     "Client",
     "CoordinatorError",
     "Firing",
+    "Handoff",
     "Hello",
     "Instruction",
     "Job",

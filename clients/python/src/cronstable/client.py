@@ -23,6 +23,7 @@ from ._proto import cronstable_pb2 as pb
 from ._proto import cronstable_pb2_grpc as pb_grpc
 from .types import (
     Answer,
+    Handoff,
     Instant,
     Instruction,
     Job,
@@ -223,6 +224,30 @@ class Client:
         """Records a skip this executor decided on its own."""
         skipped = pb.RunSkipped(reason=reason.value, message=message)
         self._report(job, scheduled_at, kind, attempt, skipped=skipped)
+
+    def handoff(
+        self,
+        job: str,
+        scheduled_at: Instant,
+        remaining_attempts: int,
+        next_attempt: int,
+        next_attempt_at: Instant,
+    ) -> Handoff:
+        """Hands the rest of a retry sequence to the cluster, after a ShouldRun answer said
+        another node now owns the job. `transferred` False means nobody will resume it (no
+        shared store): the caller abandons the sequence and says so in its own log."""
+        r = self._call(
+            "Handoff",
+            pb.HandoffRequest(
+                executor_id=self.executor_id,
+                job=job,
+                scheduled_at_ms=to_ms(scheduled_at),
+                remaining_attempts=remaining_attempts,
+                next_attempt_at_ms=to_ms(next_attempt_at),
+                next_attempt=next_attempt,
+            ),
+        )
+        return Handoff(transferred=r.transferred, message=r.message)
 
     def watch(self, timeout: float | None = None) -> Watch:
         """Opens this executor's instruction stream (Hello first). `timeout` bounds the whole

@@ -126,6 +126,14 @@ class Registration:
 
 
 @dataclasses.dataclass(frozen=True)
+class Handoff:
+    """Handoff's answer: whether another node will resume the retry sequence."""
+
+    transferred: bool
+    message: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Answer:
     """A ShouldRun answer. `local` is True when the client decided it itself, by the
     no-manager rule, because the coordinator did not answer in time."""
