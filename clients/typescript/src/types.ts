@@ -1,0 +1,156 @@
+//! The client's own vocabulary: job definitions, answers, instructions and the no-manager rule,
+//! as plain objects over the generated enums, so callers never build protobuf messages.
+
+import * as pb from "./gen/cronstable/v1/cronstable";
+
+export {
+  ClusterPolicy as Policy,
+  FiringKind as Kind,
+  Reason,
+  Verdict,
+} from "./gen/cronstable/v1/cronstable";
+import {
+  ClusterPolicy as Policy,
+  FiringKind as Kind,
+  Reason,
+  Verdict,
+} from "./gen/cronstable/v1/cronstable";
+
+/** A point in time: Unix epoch milliseconds or a Date. */
+export type Instant = number | Date;
+
+/** Epoch milliseconds for `at`; refuses non-integers and invalid dates rather than rounding. */
+export function toMs(at: Instant): number {
+  const ms = at instanceof Date ? at.getTime() : at;
+  if (!Number.isSafeInteger(ms)) {
+    throw new TypeError(`expected epoch milliseconds or a valid Date, got ${String(at)}`);
+  }
+  return ms;
+}
+
+/** One job as an executor announces it with `Client.register`. */
+export interface Job {
+  name: string;
+  schedule: string;
+  command: string;
+  policy?: Policy;
+  timezone?: string;
+  environment?: Record<string, string>;
+  timeoutMs?: number;
+  retries?: number;
+}
+
+export function jobToWire(job: Job): pb.JobDefinition {
+  return {
+    name: job.name,
+    schedule: job.schedule,
+    command: job.command,
+    stdin: "",
+    clusterPolicy: job.policy ?? Policy.CLUSTER_POLICY_LEADER,
+    timezone: job.timezone ?? "",
+    environment: { ...(job.environment ?? {}) },
+    timeoutMs: job.timeoutMs ?? 0,
+    retries: job.retries ?? 0,
+    retryBackoffMs: 0,
+    retryBackoffMaxMs: 0,
+    concurrencyPolicy: pb.ConcurrencyPolicy.CONCURRENCY_POLICY_UNSPECIFIED,
+  };
+}
+
+/** RegisterJobs' answer. */
+export interface Registration {
+  jobSetId: string;
+  effectivePolicies: Record<string, Policy>;
+}
+
+/** A ShouldRun answer. `local` is true when the client decided it by the no-manager rule. */
+export interface Answer {
+  verdict: Verdict;
+  reason: Reason;
+  message: string;
+  owner: string;
+  fence?: string;
+  retryAfterMs: number;
+  firingId: string;
+  nodeName: string;
+  local: boolean;
+  /** True for RUN. */
+  run: boolean;
+}
+
+// An enum value this client does not know reads as the zero value (the proto's rule).
+function known<E extends number>(values: object, v: number, zero: E): E {
+  return Object.values(values).includes(v) && v >= 0 ? (v as E) : zero;
+}
+
+export function answerFromWire(r: pb.ShouldRunResponse): Answer {
+  const verdict = known<Verdict>(Verdict, r.verdict, Verdict.VERDICT_UNSPECIFIED);
+  return {
+    verdict,
+    reason: known<Reason>(Reason, r.reason, Reason.REASON_UNSPECIFIED),
+    message: r.message,
+    owner: r.owner,
+    fence: r.fence,
+    retryAfterMs: r.retryAfterMs,
+    firingId: r.firingId,
+    nodeName: r.nodeName,
+    local: false,
+    run: verdict === Verdict.VERDICT_RUN,
+  };
+}
+
+/**
+ * The "no manager" row of the decision table, applied by the client when the coordinator
+ * cannot be reached: manual starts, EveryNode and PreferLeader jobs run; Leader jobs skip.
+ * The cronstable shim applies the same rule.
+ */
+export function noManagerAnswer(policy: Policy, kind: Kind, why: string): Answer {
+  let verdict: Verdict = Verdict.VERDICT_RUN;
+  let reason: Reason;
+  if (kind === Kind.FIRING_KIND_MANUAL) {
+    reason = Reason.REASON_MANUAL;
+  } else if (policy === Policy.CLUSTER_POLICY_EVERY_NODE) {
+    reason = Reason.REASON_EVERY_NODE;
+  } else if (policy === Policy.CLUSTER_POLICY_PREFER_LEADER) {
+    reason = Reason.REASON_NO_MANAGER;
+  } else {
+    verdict = Verdict.VERDICT_SKIP;
+    reason = Reason.REASON_COORDINATOR_UNREACHABLE;
+  }
+  return {
+    verdict,
+    reason,
+    message: why,
+    owner: "",
+    retryAfterMs: 1000,
+    firingId: "",
+    nodeName: "",
+    local: true,
+    run: verdict === Verdict.VERDICT_RUN,
+  };
+}
+
+/** One instruction from a Watch stream. */
+export type Instruction =
+  | { kind: "hello"; nodeName: string; jobSetId: string }
+  | { kind: "manualStart"; job: string; requestedAtMs: number; requestId: string }
+  | { kind: "runDeferred"; job: string; scheduledAtMs: number }
+  | {
+      kind: "resumeRetry";
+      job: string;
+      scheduledAtMs: number;
+      nextAttempt: number;
+      remainingAttempts: number;
+      notBeforeMs: number;
+    }
+  | { kind: "jobSetChanged"; jobSetId: string };
+
+/** The instruction, or undefined for a kind this client does not know (callers skip it). */
+export function instructionFromWire(i: pb.Instruction): Instruction | undefined {
+  if (i.hello) return { kind: "hello", ...i.hello };
+  if (i.manualStart) return { kind: "manualStart", ...i.manualStart };
+  if (i.runDeferred) return { kind: "runDeferred", ...i.runDeferred };
+  if (i.resumeRetry) return { kind: "resumeRetry", ...i.resumeRetry };
+  if (i.jobSetChanged) return { kind: "jobSetChanged", ...i.jobSetChanged };
+  return undefined;
+}
