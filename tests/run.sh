@@ -37,10 +37,19 @@ echo "==> cargo test --workspace"
 cargo test --workspace --all-targets 2>&1 | tee "$log"
 echo "==> doc tests"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
+# The Python and TypeScript clients against live coordinators (PyPI and npm packages; openssl
+# makes the certificates of the gossip case).
+need_pkg openssl openssl
+echo "==> client conformance suites (clients/run-tests.sh)"
+bash clients/run-tests.sh 2>&1 | tee -a "$log"
 
 # One closing line over every test binary: cargo prints a result line per binary, and the
 # last of those is often a binary without tests.
 passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+# pytest's "N passed in" and node's TAP "# pass N".
+py=$(grep -Eo '^[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
+node=$(grep -Eo '^# pass [0-9]+' "$log" | awk '{s+=$3} END {print s+0}')
+passed=$((passed + py + node))
 failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
 echo
 echo "summary: $passed passed, $failed failed"
