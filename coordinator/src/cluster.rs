@@ -242,6 +242,8 @@ pub struct BackendContext {
     pub view: watch::Sender<ClusterView>,
     /// The registered job set (its ID is what gossip attests).
     pub job_set: watch::Receiver<Arc<JobSet>>,
+    /// The run ledger, read for the display-only run summaries gossip shares.
+    pub ledger: crate::ledger::Ledger,
     /// Resolves when the coordinator shuts down.
     pub shutdown: ShutdownSignal,
 }

@@ -6,6 +6,7 @@
 //! `/jobs/{name}/firings` view build on this type.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::{FiringKind, Reason, Verdict};
@@ -83,6 +84,9 @@ pub struct Record {
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     jobs: Arc<Mutex<BTreeMap<String, VecDeque<Record>>>>,
+    /// Bumped by every record that starts or ends a run, so a reader of run summaries (the
+    /// gossip `/peer` body) can tell cheaply whether anything changed.
+    runs_generation: Arc<AtomicU64>,
 }
 
 impl Ledger {
@@ -97,12 +101,20 @@ impl Ledger {
     /// Appends a record, dropping the job's oldest one past [`Self::PER_JOB`].
     pub fn append(&self, record: Record) {
         // A panic elsewhere while holding the lock leaves the records intact, so keep using them.
+        if matches!(record.event, Event::Started { .. } | Event::Finished { .. }) {
+            self.runs_generation.fetch_add(1, Ordering::Relaxed);
+        }
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         let ring = jobs.entry(record.job.clone()).or_default();
         if ring.len() == Self::PER_JOB {
             ring.pop_front();
         }
         ring.push_back(record);
+    }
+
+    /// A counter that changes whenever a run starts or finishes.
+    pub fn runs_generation(&self) -> u64 {
+        self.runs_generation.load(Ordering::Relaxed)
     }
 
     /// Runs `f` over a job's records (oldest first) under the lock, without copying them: for

@@ -18,6 +18,7 @@
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
+//! - [`summary`]: the per-job run summary a node shows the fleet.
 //! - [`grpc`]: the `cronstable.v1.Executor` service.
 //! - [`web`]: the HTTP API.
 //! - [`listeners`]: binding `api.listen` and `web.listen`.
@@ -39,6 +40,7 @@ pub mod metrics;
 pub mod notify;
 pub mod state;
 pub mod status;
+pub mod summary;
 pub mod verify;
 pub mod web;
 
@@ -165,6 +167,7 @@ pub async fn run(
     let backend_task = tokio::spawn(backend.run(BackendContext {
         view: view_tx,
         job_set: state.registry.subscribe(),
+        ledger: state.ledger.clone(),
         shutdown: Box::pin(stopped()),
     }));
 

@@ -108,6 +108,10 @@ pub struct PeerRow {
     pub last_error: Option<String>,
     /// Consecutive reachable-but-mismatched rounds.
     pub mismatch_streak: u32,
+    /// The peer's display-only run summary from its last successful poll, for `GET /fleet`;
+    /// `None` is "no data for that node". Not part of `GET /cluster`.
+    #[serde(skip)]
+    pub jobs: Option<std::sync::Arc<Vec<crate::gossip::wire::JobSummary>>>,
 }
 
 /// The lease shape of `GET /cluster`: size and quorum 1, no peers, never a conflict.

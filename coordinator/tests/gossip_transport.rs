@@ -12,7 +12,7 @@ use cronstable_coordinator::gossip::certgen::TestCa;
 use cronstable_coordinator::gossip::poller::{ClientTls, Poller};
 use cronstable_coordinator::gossip::server::{self, PeerEndpoint};
 use cronstable_coordinator::gossip::tls::TlsMaterial;
-use cronstable_coordinator::gossip::wire::{JobSummary, ServedBody};
+use cronstable_coordinator::gossip::wire::{JobSummary, LastRun, ServedBody};
 use cronstable_core::gossip::{Distribution, PeerReport, PollOutcome};
 use rustls::pki_types::pem::PemObject;
 use tokio::net::TcpListener;
@@ -101,6 +101,14 @@ async fn gsp_10_11_a_poll_reads_the_report_then_gets_304s_over_one_connection() 
         name: "backup".into(),
         cluster_policy: "Leader".into(),
         schedule: "0 3 * * *".into(),
+        running: true,
+        next_fire: Some("2026-12-04T03:00:00Z".into()),
+        last_run: Some(LastRun {
+            finished_at: "2026-12-03T03:00:04Z".into(),
+            exit_code: Some(0),
+            succeeded: true,
+            duration_ms: 4000,
+        }),
     };
     let served = serve(
         "127.0.0.22",

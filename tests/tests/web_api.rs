@@ -430,3 +430,59 @@ fn ntf_01_leader_change_and_quorum_loss_reach_the_webhook() {
         "{metrics}"
     );
 }
+
+#[test]
+fn gsp_110_fleet_shows_each_peers_runs_and_no_data_for_a_dead_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 79));
+    let mut nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=local-cleanup clusterPolicy=EveryNode seconds=true\n* * * * * * true\n",
+    );
+    let _shims: Vec<_> = nodes
+        .iter()
+        .map(|c| start_shim(&tab, &c.api, &[]))
+        .collect();
+    // Every node runs the EveryNode job; n1's fleet view shows the runs of all three.
+    let fleet = wait_for_state("every node's runs in n1's /fleet", || {
+        let v = get(nodes[0].web, "/fleet");
+        let ran = |n: &Value| {
+            n["jobs"].as_array().is_some_and(|jobs| {
+                jobs.iter()
+                    .any(|j| j["name"] == "local-cleanup" && j["lastRun"]["succeeded"] == true)
+            })
+        };
+        let all = v["nodes"]
+            .as_array()
+            .is_some_and(|n| n.len() == 3 && n.iter().all(ran));
+        if all { Ok(v) } else { Err(v.to_string()) }
+    });
+    assert_eq!(fleet["enabled"], true);
+    let names: Vec<&str> = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["n1", "n2", "n3"]);
+    let peer_job = &fleet["nodes"][1]["jobs"][0];
+    assert_eq!(peer_job["clusterPolicy"], "EveryNode");
+    assert!(
+        peer_job["nextFire"].as_str().unwrap().ends_with('Z'),
+        "{peer_job}"
+    );
+
+    // n3 dies: n1 has no data for it, and says so, rather than showing stale runs.
+    nodes[2].proc.signal(9);
+    wait_for_state("no data for n3", || {
+        let v = get(nodes[0].web, "/fleet");
+        let n3 = v["nodes"][2].clone();
+        if n3["jobs"].is_null() && n3["status"] == "unreachable" {
+            Ok(())
+        } else {
+            Err(n3.to_string())
+        }
+    });
+    nodes.truncate(2);
+}

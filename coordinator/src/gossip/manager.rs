@@ -39,8 +39,8 @@ use super::wire::{JobSummary, ServedBody};
 use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election, ManagedView};
 use crate::config::address::HostPort;
 use crate::config::cluster::{ClusterConfig, TlsPaths};
-use crate::jobs::JobSet;
 use crate::status::{ClusterStatus, GossipStatus, PeerRow};
+use crate::summary::RunSummaries;
 
 /// The longest gap between two checks of the TLS files (ROT-01: at least once a minute).
 const ROTATION_CHECK_MAX: Duration = Duration::from_secs(60);
@@ -260,11 +260,11 @@ impl GossipBackend {
             drift_after: s.drift_after,
             interval_ms: u64::try_from(s.interval.as_millis()).unwrap_or(u64::MAX),
         };
-        let mut summary = Summary::default();
-        summary.refresh(&ctx.job_set.borrow());
+        let mut summary = RunSummaries::new();
+        summary.refresh(&ctx.job_set.borrow(), &ctx.ledger, crate::clock::now_ms());
         let (body_tx, body_rx) = watch::channel(Arc::new(ServedBody::encode(
             &fresh_report(&local),
-            &summary.jobs,
+            summary.jobs(),
         )));
         let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
         let mut client_tls = ClientTls {
@@ -305,6 +305,7 @@ impl GossipBackend {
             .collect();
         let mut latest = vec![PollOutcome::NotPolled; s.peers.len()];
         let mut last_seen_ms: Vec<Option<i64>> = vec![None; s.peers.len()];
+        let mut peer_jobs: Vec<Option<Arc<Vec<JobSummary>>>> = vec![None; s.peers.len()];
         let mut state = GossipState::new(s.peers.len(), 0);
         let started = Instant::now();
         let mut edges = Edges::default();
@@ -343,19 +344,21 @@ impl GossipBackend {
                     if result.fresh {
                         last_seen_ms[i] = Some(crate::clock::now_ms());
                     }
+                    // Display data is as fresh as the poll: a failed one leaves no data.
+                    peer_jobs[i] = result.jobs.filter(|_| result.fresh);
                     latest[i] = result.outcome;
                 }
             }
 
             let job_set = ctx.job_set.borrow().clone();
             local.job_set_id = job_set.id.to_string();
-            summary.refresh(&job_set);
+            summary.refresh(&job_set, &ctx.ledger, crate::clock::now_ms());
             let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
             let rv = state.round(&local, &latest, now_ms);
             log_events(&rv, s);
             edges.log(&rv, &local);
 
-            let body = ServedBody::encode(&rv.report(&local, Vec::new()), &summary.jobs);
+            let body = ServedBody::encode(&rv.report(&local, Vec::new()), summary.jobs());
             body_tx.send_if_modified(|cur| {
                 let changed = cur.etag != body.etag;
                 if changed {
@@ -363,8 +366,13 @@ impl GossipBackend {
                 }
                 changed
             });
-            ctx.view
-                .send_replace(self.view_of(&rv, &local, &last_seen_ms, round_start));
+            ctx.view.send_replace(self.view_of(
+                &rv,
+                &local,
+                &last_seen_ms,
+                &peer_jobs,
+                round_start,
+            ));
         }
 
         for slot in slots {
@@ -380,6 +388,7 @@ impl GossipBackend {
         rv: &RoundView,
         local: &LocalNode,
         last_seen_ms: &[Option<i64>],
+        peer_jobs: &[Option<Arc<Vec<JobSummary>>>],
         round_start: Instant,
     ) -> ClusterView {
         let s = &self.settings;
@@ -411,7 +420,8 @@ impl GossipBackend {
             .iter()
             .zip(&s.peers)
             .zip(last_seen_ms)
-            .map(|((p, host), seen)| {
+            .zip(peer_jobs)
+            .map(|(((p, host), seen), jobs)| {
                 let reachable = !matches!(
                     p.status,
                     None | Some(PeerStatus::Unreachable | PeerStatus::Untrusted)
@@ -424,6 +434,7 @@ impl GossipBackend {
                     last_seen: seen.filter(|_| reachable).and_then(iso8601),
                     last_error: p.last_error.clone(),
                     mismatch_streak: p.mismatch_streak,
+                    jobs: jobs.clone().filter(|_| reachable),
                 }
             })
             .collect();
@@ -518,33 +529,6 @@ impl Slot {
         if let Slot::Busy { task, .. } = self {
             task.abort();
         }
-    }
-}
-
-/// The display-only job summary, rebuilt only when the job set changes.
-#[derive(Default)]
-struct Summary {
-    id: String,
-    jobs: Vec<JobSummary>,
-}
-
-impl Summary {
-    fn refresh(&mut self, set: &JobSet) {
-        // `id` starts empty, which no job-set ID equals, so the first call always builds.
-        let id = set.id.to_string();
-        if id == self.id {
-            return;
-        }
-        self.jobs = set
-            .jobs
-            .values()
-            .map(|j| JobSummary {
-                name: j.spec.name.clone(),
-                cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
-                schedule: j.spec.schedule.clone(),
-            })
-            .collect();
-        self.id = id;
     }
 }
 

@@ -35,6 +35,28 @@ pub struct JobSummary {
     pub cluster_policy: String,
     /// The schedule as written.
     pub schedule: String,
+    /// A run is going on this node.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub running: bool,
+    /// The next due instant (RFC 3339), when the schedule has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire: Option<String>,
+    /// The newest finished run on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
+}
+
+/// The newest finished run of one job on the serving node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastRun {
+    /// When it ended (RFC 3339).
+    pub finished_at: String,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Exit 0 within its timeout.
+    pub succeeded: bool,
+    /// How long it ran.
+    pub duration_ms: u64,
 }
 
 /// Why a body was refused.
@@ -80,7 +102,7 @@ impl ServedBody {
         let mut budget = MAX_SUMMARY_BYTES;
         let mut kept = 0;
         for j in jobs {
-            let cost = j.name.len() + j.cluster_policy.len() + j.schedule.len() + 64;
+            let cost = j.name.len() + j.cluster_policy.len() + j.schedule.len() + 256;
             if cost > budget {
                 break;
             }
@@ -120,7 +142,16 @@ pub fn decode(bytes: &[u8]) -> Result<PeerBody, WireError> {
         .get("jobs")
         .cloned()
         .and_then(|j| serde_json::from_value::<Vec<JobSummary>>(j).ok())
-        .filter(|jobs| jobs.iter().all(|j| fits(&j.name) && fits(&j.schedule)))
+        .filter(|jobs| {
+            jobs.len() <= MAX_LIST
+                && jobs.iter().all(|j| {
+                    fits(&j.name)
+                        && fits(&j.schedule)
+                        && fits(&j.cluster_policy)
+                        && j.next_fire.as_deref().is_none_or(fits)
+                        && j.last_run.as_ref().is_none_or(|r| fits(&r.finished_at))
+                })
+        })
         .map(Arc::new);
     let report: PeerReport =
         serde_json::from_value(value).map_err(|e| WireError::Malformed(e.to_string()))?;
@@ -223,6 +254,9 @@ mod tests {
             name: name.into(),
             cluster_policy: "Leader".into(),
             schedule: "* * * * *".into(),
+            running: false,
+            next_fire: None,
+            last_run: None,
         }
     }
 

@@ -329,6 +329,7 @@ pub fn spawn(
     let ctx = BackendContext {
         view: tx,
         job_set: job_rx,
+        ledger: crate::ledger::Ledger::new(),
         shutdown: Box::pin(async move {
             let _ = stop_rx.await;
             drop(job_tx);

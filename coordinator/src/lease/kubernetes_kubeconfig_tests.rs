@@ -218,6 +218,7 @@ async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
     let ctx = BackendContext {
         view: tx,
         job_set: job_rx,
+        ledger: crate::ledger::Ledger::new(),
         shutdown: Box::pin(async move {
             let _ = stop_rx.await;
         }),

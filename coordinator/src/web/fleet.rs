@@ -1,51 +1,52 @@
 //! `GET /fleet`: the fleet-wide picture of what ran where (inventory §2.13, §8.2).
 //!
-//! This node contributes its own per-job run summary from its ledger. On gossip every peer
-//! appears with the status this node last saw; its `jobs` are `null` ("no data for that
-//! node") because peers do not yet piggyback run summaries on `/peer`: the exchange carries
-//! only the display-only job list today. Lease backends exchange nothing node to node, so
-//! there `/fleet` is `enabled: false`, as the seed specifies.
+//! On gossip every node piggybacks a compact per-job run summary (running, next fire, last
+//! finished run) on its `/peer` body; this node lists its own summary beside each peer's from
+//! the last successful poll, so a peer's entry is at most one interval stale. A peer that is
+//! unreachable, or whose summary was malformed, has `jobs: null`: "no data for that node".
+//! Lease backends exchange nothing node to node, so there `/fleet` is `enabled: false` and
+//! lists this node alone.
 
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::WebState;
+use crate::status::ClusterStatus;
+use crate::summary::{RunSummaries, to_json};
 
 /// `GET /fleet`.
 pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
-    let cluster = super::cluster_body(&state.core);
-    let gossip = cluster["backend"] == "gossip";
-    let me = state.core.node_name();
+    let (status, me) = {
+        let view = state.core.view.borrow();
+        (view.status.clone(), view.node_name.clone())
+    };
     let set = state.core.registry.current();
-    let own: Vec<Value> = set
-        .jobs
-        .keys()
-        .map(|name| {
-            let mut v = state.core.ledger.inspect(name, super::jobs::run_summary);
-            v["name"] = json!(name);
-            v
-        })
-        .collect();
+    let mut own = RunSummaries::new();
+    own.refresh(&set, &state.core.ledger, crate::clock::now_ms());
     let mut nodes = vec![json!({
         "node_name": me,
         "self": true,
         "status": "self",
         "job_set_id": set.id.to_string(),
-        "jobs": own,
+        "jobs": own.jobs().iter().map(to_json).collect::<Vec<_>>(),
     })];
-    if gossip {
-        for peer in cluster["peers"].as_array().into_iter().flatten() {
-            nodes.push(json!({
-                "node_name": peer["node_name"],
-                "host": peer["host"],
-                "self": false,
-                "status": peer["status"],
-                "job_set_id": peer["job_set_id"],
-                "last_seen": peer["last_seen"],
-                "jobs": null,
-            }));
+    let gossip = match status.as_ref() {
+        ClusterStatus::Gossip(g) => {
+            for peer in &g.peers {
+                nodes.push(json!({
+                    "node_name": peer.node_name,
+                    "host": peer.host,
+                    "self": false,
+                    "status": peer.status,
+                    "job_set_id": peer.job_set_id,
+                    "last_seen": peer.last_seen,
+                    "jobs": peer.jobs.as_ref().map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
+                }));
+            }
+            true
         }
-    }
+        _ => false,
+    };
     Json(json!({ "enabled": gossip, "nodes": nodes }))
 }

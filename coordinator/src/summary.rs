@@ -1,0 +1,148 @@
+//! The compact per-job run summary a node shows the fleet: policy, schedule, whether a run is
+//! going, the next fire and the newest finished run (GSP-110, inventory §2.13).
+//!
+//! The gossip manager piggybacks it on `/peer` and `GET /fleet` shows this node's own; both
+//! come from [`RunSummaries`], so a node reports itself exactly as its peers see it. The
+//! summaries are display-only: no decision reads them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use cronstable_core::schedule::Schedule;
+use serde_json::{Value, json};
+
+use crate::gossip::wire::{JobSummary, LastRun};
+use crate::jobs::JobSet;
+use crate::ledger::{Event, Ledger};
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Builds summaries and knows when they went stale: a new job set, a run that started or
+/// ended, or a next fire that passed.
+#[derive(Debug, Default)]
+pub struct RunSummaries {
+    job_set_id: String,
+    schedules: HashMap<String, Arc<Option<Schedule>>>,
+    runs_generation: Option<u64>,
+    next_change_ms: Option<i64>,
+    jobs: Vec<JobSummary>,
+}
+
+impl RunSummaries {
+    /// No summaries yet; the first [`Self::refresh`] builds them.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current summaries.
+    pub fn jobs(&self) -> &[JobSummary] {
+        &self.jobs
+    }
+
+    /// Rebuilds the summaries when something they show changed; returns whether it did.
+    pub fn refresh(&mut self, set: &JobSet, ledger: &Ledger, now_ms: i64) -> bool {
+        let id = set.id.to_string();
+        let generation = ledger.runs_generation();
+        let due = self.next_change_ms.is_some_and(|t| now_ms >= t);
+        if id == self.job_set_id && self.runs_generation == Some(generation) && !due {
+            return false;
+        }
+        if id != self.job_set_id {
+            self.schedules = set
+                .jobs
+                .iter()
+                .map(|(name, j)| {
+                    let s = Schedule::parse(&j.spec.schedule, j.spec.timezone.as_deref()).ok();
+                    (name.clone(), Arc::new(s))
+                })
+                .collect();
+            self.job_set_id = id;
+        }
+        let now = DateTime::<Utc>::from_timestamp_millis(now_ms).unwrap_or_default();
+        let mut next_change: Option<i64> = None;
+        self.jobs = set
+            .jobs
+            .iter()
+            .map(|(name, j)| {
+                let next = self
+                    .schedules
+                    .get(name)
+                    .and_then(|s| s.as_ref().as_ref())
+                    .and_then(|s| s.next_after(now));
+                if let Some(t) = next {
+                    let ms = t.timestamp_millis();
+                    next_change = Some(next_change.map_or(ms, |c| c.min(ms)));
+                }
+                let (running, last_run) = ledger.inspect(name, run_state);
+                JobSummary {
+                    name: name.clone(),
+                    cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
+                    schedule: j.spec.schedule.clone(),
+                    running,
+                    next_fire: next.map(rfc3339),
+                    last_run,
+                }
+            })
+            .collect();
+        self.runs_generation = Some(generation);
+        self.next_change_ms = next_change;
+        true
+    }
+}
+
+/// Whether a run is going, and the newest finished run, from a job's records.
+fn run_state(
+    records: &std::collections::VecDeque<crate::ledger::Record>,
+) -> (bool, Option<LastRun>) {
+    let mut finished: Vec<(i64, u32)> = Vec::new();
+    let mut last = None;
+    let mut running = false;
+    for r in records.iter().rev() {
+        match &r.event {
+            Event::Finished {
+                finished_at_ms,
+                exit_code,
+                timed_out,
+                duration_ms,
+                ..
+            } => {
+                if last.is_none() {
+                    last = Some(LastRun {
+                        finished_at: DateTime::<Utc>::from_timestamp_millis(*finished_at_ms)
+                            .map(rfc3339)
+                            .unwrap_or_default(),
+                        exit_code: *exit_code,
+                        succeeded: *exit_code == Some(0) && !timed_out,
+                        duration_ms: *duration_ms,
+                    });
+                }
+                finished.push((r.scheduled_at_ms, r.attempt));
+            }
+            Event::Started { .. } if !finished.contains(&(r.scheduled_at_ms, r.attempt)) => {
+                running = true;
+            }
+            _ => {}
+        }
+    }
+    (running, last)
+}
+
+/// One summary as `GET /fleet` shows it (camelCase, like `GET /jobs`).
+pub fn to_json(j: &JobSummary) -> Value {
+    json!({
+        "name": j.name,
+        "clusterPolicy": j.cluster_policy,
+        "schedule": j.schedule,
+        "running": j.running,
+        "nextFire": j.next_fire,
+        "lastRun": j.last_run.as_ref().map(|r| json!({
+            "finishedAt": r.finished_at,
+            "exitCode": r.exit_code,
+            "succeeded": r.succeeded,
+            "durationMs": r.duration_ms,
+        })),
+    })
+}

@@ -1,0 +1,84 @@
+//! Benchmark: `GET /jobs` and `GET /metrics` latency with 1,000 registered jobs (issue 6
+//! target: p99 <= 5 ms), and the dashboard's page weight (target <= 150 KB).
+//!
+//! A release coordinator and shim run 1,000 per-minute jobs; the benchmark waits until the
+//! first minute's runs are in the ledger (so `/jobs` summarises real history and `/metrics`
+//! carries a few thousand series), then times sequential requests, each on a new loopback
+//! connection as a scraper or a dashboard poll makes them.
+//!
+//! Run: `cargo run --release -p cronstable-tests --example web_latency [-- REQUESTS]`
+
+// Real processes on the real clock: std's Instant is the right one here.
+#![allow(clippy::disallowed_types)]
+
+use std::time::{Duration, Instant};
+
+use cronstable_tests::{Coordinator, http, start_shim, wait_for_state};
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn measure(web: std::net::SocketAddr, path: &str, requests: usize) -> (usize, Vec<Duration>) {
+    let mut times = Vec::with_capacity(requests);
+    let mut bytes = 0;
+    for _ in 0..requests {
+        let t = Instant::now();
+        let r = http(web, "GET", path).unwrap();
+        times.push(t.elapsed());
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        bytes = r.body.len();
+    }
+    times.sort();
+    (bytes, times)
+}
+
+fn main() {
+    let requests: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let dir = tempfile::tempdir().unwrap();
+    let crontab = dir.path().join("crontab");
+    let jobs: String = (0..1000)
+        .map(|i| format!("# cronstable: name=job-{i:04}\n* * * * * true\n"))
+        .collect();
+    std::fs::write(&crontab, jobs).unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let _shim = start_shim(&crontab, &coordinator.api, &[]);
+    println!("waiting for the first minute's 1,000 runs (up to 70 s)...");
+    wait_for_state("1,000 finished runs in /metrics", || {
+        let body = http(coordinator.web, "GET", "/metrics")
+            .map_err(|e| e.to_string())?
+            .body;
+        let finished = body
+            .lines()
+            .filter(|l| l.starts_with("cronstable_job_run_duration_seconds_count"))
+            .count();
+        if finished >= 1000 {
+            Ok(())
+        } else {
+            Err(format!("{finished} jobs with a finished run"))
+        }
+    });
+    for path in ["/jobs", "/metrics", "/cluster"] {
+        // Warm up: the first /jobs parses the schedules.
+        let _ = measure(coordinator.web, path, 20);
+        let (bytes, t) = measure(coordinator.web, path, requests);
+        println!(
+            "GET {path:<9} {requests} requests, body {bytes} B: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            percentile(&t, 0.50).as_secs_f64() * 1e3,
+            percentile(&t, 0.99).as_secs_f64() * 1e3,
+            t.last().unwrap().as_secs_f64() * 1e3,
+        );
+    }
+    let page = ["/", "/assets/app.js", "/assets/app.css"]
+        .iter()
+        .map(|p| http(coordinator.web, "GET", p).unwrap().body.len())
+        .sum::<usize>();
+    println!(
+        "dashboard page weight: {page} B ({:.1} KB) in 3 same-origin requests",
+        page as f64 / 1024.0
+    );
+}
