@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use cronstable_core::{FiringKind, Reason, Verdict};
 
@@ -87,6 +87,22 @@ pub struct Ledger {
     /// Bumped by every record that starts or ends a run, so a reader of run summaries (the
     /// gossip `/peer` body) can tell cheaply whether anything changed.
     runs_generation: Arc<AtomicU64>,
+    /// Where every appended record is also sent: the `state.path` file writer, when set.
+    sink: Arc<OnceLock<tokio::sync::mpsc::Sender<Record>>>,
+}
+
+/// A handle on a ledger's records that does not keep the ledger alive (for its file writer).
+#[derive(Debug, Clone)]
+pub struct WeakLedger(Weak<Mutex<BTreeMap<String, VecDeque<Record>>>>);
+
+impl WeakLedger {
+    /// Every record, job by job, oldest first; empty once the ledger is gone.
+    pub fn all_records(&self) -> Vec<Record> {
+        self.0.upgrade().map_or_else(Vec::new, |jobs| {
+            let jobs = jobs.lock().unwrap_or_else(PoisonError::into_inner);
+            jobs.values().flatten().cloned().collect()
+        })
+    }
 }
 
 impl Ledger {
@@ -98,8 +114,37 @@ impl Ledger {
         Self::default()
     }
 
+    /// Sends every record appended from now on to `sink` as well (once; later calls are
+    /// ignored).
+    pub fn set_sink(&self, sink: tokio::sync::mpsc::Sender<Record>) {
+        let _ = self.sink.set(sink);
+    }
+
+    /// A handle on the records that does not keep the ledger alive.
+    pub fn downgrade(&self) -> WeakLedger {
+        WeakLedger(Arc::downgrade(&self.jobs))
+    }
+
+    /// Appends a record read back from the ledger file: like [`Self::append`], without
+    /// sending it to the file again.
+    pub fn restore(&self, record: Record) {
+        self.keep(record);
+    }
+
     /// Appends a record, dropping the job's oldest one past [`Self::PER_JOB`].
     pub fn append(&self, record: Record) {
+        if let Some(sink) = self.sink.get()
+            && sink.try_send(record.clone()).is_err()
+        {
+            tracing::warn!(
+                job = record.job,
+                "ledger: the history file writer is behind; this record is kept in memory only"
+            );
+        }
+        self.keep(record);
+    }
+
+    fn keep(&self, record: Record) {
         // A panic elsewhere while holding the lock leaves the records intact, so keep using them.
         if matches!(record.event, Event::Started { .. } | Event::Finished { .. }) {
             self.runs_generation.fetch_add(1, Ordering::Relaxed);

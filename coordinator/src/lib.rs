@@ -14,7 +14,7 @@
 //! - [`gossip`]: the gossip backend: mTLS `/peer` attestation and the quorum-gated election.
 //! - [`lease`]: the fenced lease backends (etcd, Kubernetes, filesystem) behind one driver.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
-//! - [`ledger`]: per-job records of decisions and runs.
+//! - [`ledger`]: per-job records of decisions and runs; [`ledger_file`] keeps them on disk.
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
@@ -35,6 +35,7 @@ pub mod grpc;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
+pub mod ledger_file;
 pub mod listeners;
 pub mod metrics;
 pub mod notify;
@@ -105,6 +106,9 @@ pub enum RunError {
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
+    /// `state.path` could not be read or written.
+    #[error(transparent)]
+    State(ledger_file::LedgerFileError),
     /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
     #[error("web.authToken: {0}")]
     AuthToken(#[source] config::SecretError),
@@ -148,6 +152,9 @@ pub async fn run(
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
     let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
+    if let Some(dir) = &config.state.path {
+        ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || stop_requested(stop_rx.clone());
 

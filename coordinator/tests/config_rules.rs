@@ -304,3 +304,74 @@ fn observability_mesh_on_a_lease_backend() {
     let off = config::parse("cluster:\n  observability: false\n", "c.yaml").unwrap();
     assert_eq!(off.config.cluster.unwrap().observability, None);
 }
+
+#[test]
+fn ntf_notify_webhook_defaults_and_errors_name_the_key() {
+    let loaded = config::parse(
+        "notify:\n  webhook:\n    url: http://hooks.local/x\n",
+        "c.yaml",
+    )
+    .unwrap();
+    let hook = loaded.config.notify.webhook.expect("a webhook");
+    assert_eq!(hook.url, "http://hooks.local/x");
+    assert_eq!(hook.events, config::NotifyEvent::ALL.to_vec());
+    assert_eq!(hook.timeout, Duration::from_secs(5));
+    assert_eq!(hook.retries, 3);
+
+    let loaded = config::parse(
+        "notify:\n  webhook:\n    url: https://h/x\n    events: [quorum_loss]\n    timeout: 500ms\n    retries: 0\n",
+        "c.yaml",
+    )
+    .unwrap();
+    let hook = loaded.config.notify.webhook.unwrap();
+    assert_eq!(hook.events, [config::NotifyEvent::QuorumLoss]);
+    assert_eq!(hook.timeout, Duration::from_millis(500));
+    assert_eq!(hook.retries, 0);
+
+    for (text, key, needle) in [
+        (
+            "notify:\n  webhook:\n    events: [quorum_loss]\n",
+            "notify.webhook.url",
+            "required",
+        ),
+        (
+            "notify:\n  webhook:\n    url: ftp://h/x\n",
+            "notify.webhook.url",
+            "http://",
+        ),
+        (
+            "notify:\n  webhook:\n    url: http://h/x\n    retries: 99\n",
+            "notify.webhook.retries",
+            "limit",
+        ),
+        (
+            "notify:\n  webhook:\n    url: http://h/x\n    events: []\n",
+            "notify.webhook.events",
+            "empty",
+        ),
+        (
+            "notify:\n  webhook:\n    url: http://h/x\n    events: [leader_lost]\n",
+            "notify.webhook.events",
+            "leader_lost",
+        ),
+        ("notify:\n  pager: {}\n", "notify.pager", "unknown"),
+    ] {
+        let e = parse_err(text).to_string();
+        assert!(e.contains(key) && e.contains(needle), "{text:?}: {e}");
+        assert!(e.contains("c.yaml:"), "names the file: {e}");
+    }
+}
+
+#[test]
+fn state_path_is_kept_and_a_blank_one_is_an_error() {
+    let loaded = config::parse("state:\n  path: /var/lib/cronstable\n", "c.yaml").unwrap();
+    assert_eq!(
+        loaded.config.state.path.as_deref(),
+        Some(Path::new("/var/lib/cronstable"))
+    );
+    assert_eq!(config::Config::default().state.path, None);
+    for text in ["state:\n  path: \"\"\n", "state: {}\n"] {
+        let e = parse_err(text).to_string();
+        assert!(e.contains("state.path"), "{text:?}: {e}");
+    }
+}

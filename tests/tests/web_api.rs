@@ -486,3 +486,61 @@ fn gsp_110_fleet_shows_each_peers_runs_and_no_data_for_a_dead_one() {
     });
     nodes.truncate(2);
 }
+
+#[test]
+fn run_history_survives_a_restart_with_a_state_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let extra = format!("state:\n  path: {}\n", state.display());
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=report seconds=true\n* * * * * * echo made a report\n",
+    );
+    let mut coordinator = coordinator_with(dir.path(), &extra);
+    let mut shim = start_shim(&tab, &coordinator.api, &[]);
+    let before = wait_for("a finished run", || {
+        let r = http(coordinator.web, "GET", "/jobs/report").ok()?;
+        let v = (r.status == 200).then(|| r.json())?;
+        (!v["lastRun"].is_null()).then_some(v)
+    });
+    shim.signal(15);
+    shim.wait_exit();
+    coordinator.proc.signal(15);
+    coordinator.proc.wait_exit();
+    assert!(
+        std::fs::read_dir(&state).unwrap().count() >= 1,
+        "the ledger file is in state.path"
+    );
+
+    // The same job, now on a schedule that will not fire during the test: whatever /jobs
+    // shows as its last run came from the file.
+    let quiet = crontab(
+        dir.path(),
+        "# cronstable: name=report\n0 0 1 1 * echo made a report\n",
+    );
+    let restarted = Coordinator::start_with(
+        coordinator.config.clone(),
+        coordinator.api.clone(),
+        coordinator.web,
+    );
+    let _shim = start_shim(&quiet, &restarted.api, &[]);
+    let after = wait_for("the job registered again", || {
+        let r = http(restarted.web, "GET", "/jobs/report").ok()?;
+        (r.status == 200).then(|| r.json())
+    });
+    assert!(!after["lastRun"].is_null(), "history lost: {after}");
+    assert!(
+        after["lastRun"]["finishedAt"].as_str() >= before["lastRun"]["finishedAt"].as_str(),
+        "{after}"
+    );
+    let tail = after["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["event"] == "finished")
+        .map(|r| r["outputTail"].clone());
+    assert!(
+        tail.is_some_and(|t| t.as_str().unwrap().contains("made a report")),
+        "{after}"
+    );
+}

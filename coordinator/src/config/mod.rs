@@ -15,6 +15,8 @@
 //!     - host: cronstable-c.internal:8443
 //!   nodeName: cronstable-a
 //!   electLeader: true
+//! state:                              # optional: keep run history across restarts
+//!   path: /var/lib/cronstable
 //! notify:                             # optional: page someone (see `notify`)
 //!   webhook: {url: "https://hooks.internal/cron", events: [leader_change, quorum_loss]}
 //! ```
@@ -101,6 +103,16 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// Event reporters (`notify:`); none by default.
     pub notify: NotifyConfig,
+    /// Durable local state (`state:`); none by default: history lives in memory only.
+    pub state: StateConfig,
+}
+
+/// `state:`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StateConfig {
+    /// The directory the run ledger is kept in (`state.path`), so run history survives a
+    /// restart; `None` keeps it in memory only.
+    pub path: Option<std::path::PathBuf>,
 }
 
 /// `api:`.

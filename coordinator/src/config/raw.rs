@@ -23,6 +23,14 @@ pub(crate) struct RawConfig {
     pub(crate) web: Option<RawWeb>,
     pub(crate) cluster: Option<RawCluster>,
     pub(crate) notify: Option<super::notify::RawNotify>,
+    pub(crate) state: Option<RawState>,
+}
+
+/// `state:`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawState {
+    pub(crate) path: Option<String>,
 }
 
 /// `api:`.

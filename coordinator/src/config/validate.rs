@@ -86,6 +86,20 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
         secret(&mut ctx, "web.authToken", None);
     }
     config.cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
+    if let Some(state) = raw.state {
+        config.state.path = nonblank_path(
+            &mut ctx,
+            "state.path",
+            state.path.as_ref(),
+            "the directory the run history is kept in",
+        );
+        if config.state.path.is_none() && !ctx.written("state.path") {
+            ctx.error(
+                "state.path",
+                "is required in a state section: the directory the run history is kept in",
+            );
+        }
+    }
     config.notify = raw
         .notify
         .map(|n| super::notify::validate(&mut ctx, n))
