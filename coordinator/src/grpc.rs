@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::clock::now_ms;
 use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record};
-use crate::state::{CoordinatorState, Instruction};
+use crate::state::{CoordinatorState, Instruction, ManualStartError};
 
 /// How long a DEFER asks the executor to wait before asking again.
 const DEFER_HINT_MS: u64 = 1_000;
@@ -228,6 +228,21 @@ impl Executor for ExecutorService {
             transferred: false,
             message: message.to_owned(),
         }))
+    }
+
+    async fn start_job(
+        &self,
+        request: Request<pb::StartJobRequest>,
+    ) -> Result<Response<pb::StartJobResponse>, Status> {
+        let req = request.into_inner();
+        require(&req.job, "job")?;
+        match self.state.start_manually(&req.job, now_ms()) {
+            Ok(request_id) => Ok(Response::new(pb::StartJobResponse { request_id })),
+            Err(e @ ManualStartError::UnknownJob(_)) => Err(Status::not_found(e.to_string())),
+            Err(e @ ManualStartError::ExecutorNotWatching { .. }) => {
+                Err(Status::unavailable(e.to_string()))
+            }
+        }
     }
 
     type WatchStream = InstructionStream;

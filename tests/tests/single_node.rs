@@ -154,6 +154,45 @@ fn a_manual_start_runs_a_job_ungated_and_an_unknown_job_is_a_readable_404() {
     wait_for("the manual run", || lines(&out).first().cloned());
     assert_eq!(lines(&out), ["yearly-report manual"]);
 
+    // The same through gRPC (MAN-01): never gated, delivered over Watch, readable errors.
+    {
+        use cronstable_proto::v1 as pb;
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let mut client = pb::executor_client::ExecutorClient::connect(coordinator.api.clone())
+                .await
+                .unwrap();
+            let started = client
+                .start_job(pb::StartJobRequest {
+                    job: "yearly-report".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert!(started.request_id.starts_with("manual-"), "{started:?}");
+            let unknown = client
+                .start_job(pb::StartJobRequest {
+                    job: "no-such-job".into(),
+                })
+                .await
+                .unwrap_err();
+            assert_eq!(unknown.code(), tonic::Code::NotFound);
+            assert!(unknown.message().contains("no-such-job"), "{unknown:?}");
+            let blank = client
+                .start_job(pb::StartJobRequest { job: String::new() })
+                .await
+                .unwrap_err();
+            assert_eq!(blank.code(), tonic::Code::InvalidArgument);
+        });
+    }
+    wait_for("the gRPC manual run", || {
+        Some(()).filter(|()| lines(&out).len() == 2)
+    });
+    assert_eq!(
+        lines(&out),
+        ["yearly-report manual", "yearly-report manual"]
+    );
+
     let missing = http(coordinator.web, "POST", "/jobs/no-such-job/start").unwrap();
     assert_eq!(missing.status, 404);
     let body = missing.json();

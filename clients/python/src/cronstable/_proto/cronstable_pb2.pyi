@@ -326,3 +326,15 @@ class JobSetChanged(_message.Message):
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     job_set_id: str
     def __init__(self, job_set_id: _Optional[str] = ...) -> None: ...
+
+class StartJobRequest(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    def __init__(self, job: _Optional[str] = ...) -> None: ...
+
+class StartJobResponse(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...

@@ -60,6 +60,11 @@ class ExecutorStub:
                 request_serializer=cronstable_dot_v1_dot_cronstable__pb2.WatchRequest.SerializeToString,
                 response_deserializer=cronstable_dot_v1_dot_cronstable__pb2.Instruction.FromString,
                 _registered_method=True)
+        self.StartJob = channel.unary_unary(
+                '/cronstable.v1.Executor/StartJob',
+                request_serializer=cronstable_dot_v1_dot_cronstable__pb2.StartJobRequest.SerializeToString,
+                response_deserializer=cronstable_dot_v1_dot_cronstable__pb2.StartJobResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutorServicer:
@@ -111,6 +116,16 @@ class ExecutorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StartJob(self, request, context):
+        """Starts a job now on this node, never gated (what the dashboard's "run now" and
+        `POST /jobs/{name}/start` do). The run reaches the job's executor as a ManualStart on its
+        Watch stream. NOT_FOUND for a job no executor on this node registered; UNAVAILABLE when
+        its executor has no Watch stream open to receive it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -138,6 +153,11 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=cronstable_dot_v1_dot_cronstable__pb2.WatchRequest.FromString,
                     response_serializer=cronstable_dot_v1_dot_cronstable__pb2.Instruction.SerializeToString,
+            ),
+            'StartJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.StartJob,
+                    request_deserializer=cronstable_dot_v1_dot_cronstable__pb2.StartJobRequest.FromString,
+                    response_serializer=cronstable_dot_v1_dot_cronstable__pb2.StartJobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -276,6 +296,33 @@ class Executor:
             '/cronstable.v1.Executor/Watch',
             cronstable_dot_v1_dot_cronstable__pb2.WatchRequest.SerializeToString,
             cronstable_dot_v1_dot_cronstable__pb2.Instruction.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StartJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronstable.v1.Executor/StartJob',
+            cronstable_dot_v1_dot_cronstable__pb2.StartJobRequest.SerializeToString,
+            cronstable_dot_v1_dot_cronstable__pb2.StartJobResponse.FromString,
             options,
             channel_credentials,
             insecure,

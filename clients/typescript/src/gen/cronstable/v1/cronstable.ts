@@ -559,6 +559,15 @@ export interface JobSetChanged {
   jobSetId: string;
 }
 
+export interface StartJobRequest {
+  job: string;
+}
+
+export interface StartJobResponse {
+  /** also on the ManualStart the executor receives, and in the logs */
+  requestId: string;
+}
+
 function createBaseJobDefinition(): JobDefinition {
   return {
     name: "",
@@ -3192,6 +3201,146 @@ export const JobSetChanged: MessageFns<JobSetChanged> = {
   },
 };
 
+function createBaseStartJobRequest(): StartJobRequest {
+  return { job: "" };
+}
+
+export const StartJobRequest: MessageFns<StartJobRequest> = {
+  encode(message: StartJobRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.job !== "") {
+      writer.uint32(10).string(message.job);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StartJobRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStartJobRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.job = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StartJobRequest {
+    return { job: isSet(object.job) ? globalThis.String(object.job) : "" };
+  },
+
+  toJSON(message: StartJobRequest): unknown {
+    const obj: any = {};
+    if (message.job !== "") {
+      obj.job = message.job;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<StartJobRequest>): StartJobRequest {
+    return StartJobRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<StartJobRequest>): StartJobRequest {
+    const message = createBaseStartJobRequest();
+    message.job = object.job ?? "";
+    return message;
+  },
+};
+
+function createBaseStartJobResponse(): StartJobResponse {
+  return { requestId: "" };
+}
+
+export const StartJobResponse: MessageFns<StartJobResponse> = {
+  encode(message: StartJobResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.requestId !== "") {
+      writer.uint32(10).string(message.requestId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StartJobResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStartJobResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StartJobResponse {
+    return {
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+        ? globalThis.String(object.request_id)
+        : "",
+    };
+  },
+
+  toJSON(message: StartJobResponse): unknown {
+    const obj: any = {};
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<StartJobResponse>): StartJobResponse {
+    return StartJobResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<StartJobResponse>): StartJobResponse {
+    const message = createBaseStartJobResponse();
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
 /** Executor: the service a coordinator serves on `api.listen`. */
 export type ExecutorService = typeof ExecutorService;
 export const ExecutorService = {
@@ -3266,6 +3415,21 @@ export const ExecutorService = {
     responseSerialize: (value: Instruction): Buffer => Buffer.from(Instruction.encode(value).finish()),
     responseDeserialize: (value: Buffer): Instruction => Instruction.decode(value),
   },
+  /**
+   * Starts a job now on this node, never gated (what the dashboard's "run now" and
+   * `POST /jobs/{name}/start` do). The run reaches the job's executor as a ManualStart on its
+   * Watch stream. NOT_FOUND for a job no executor on this node registered; UNAVAILABLE when
+   * its executor has no Watch stream open to receive it.
+   */
+  startJob: {
+    path: "/cronstable.v1.Executor/StartJob" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: StartJobRequest): Buffer => Buffer.from(StartJobRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StartJobRequest => StartJobRequest.decode(value),
+    responseSerialize: (value: StartJobResponse): Buffer => Buffer.from(StartJobResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): StartJobResponse => StartJobResponse.decode(value),
+  },
 } as const;
 
 export interface ExecutorServer extends UntypedServiceImplementation {
@@ -3299,6 +3463,13 @@ export interface ExecutorServer extends UntypedServiceImplementation {
    * until either side closes it; a client reconnects with backoff when it breaks.
    */
   watch: handleServerStreamingCall<WatchRequest, Instruction>;
+  /**
+   * Starts a job now on this node, never gated (what the dashboard's "run now" and
+   * `POST /jobs/{name}/start` do). The run reaches the job's executor as a ManualStart on its
+   * Watch stream. NOT_FOUND for a job no executor on this node registered; UNAVAILABLE when
+   * its executor has no Watch stream open to receive it.
+   */
+  startJob: handleUnaryCall<StartJobRequest, StartJobResponse>;
 }
 
 export interface ExecutorClient extends Client {
@@ -3389,6 +3560,27 @@ export interface ExecutorClient extends Client {
    */
   watch(request: WatchRequest, options?: Partial<CallOptions>): ClientReadableStream<Instruction>;
   watch(request: WatchRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<Instruction>;
+  /**
+   * Starts a job now on this node, never gated (what the dashboard's "run now" and
+   * `POST /jobs/{name}/start` do). The run reaches the job's executor as a ManualStart on its
+   * Watch stream. NOT_FOUND for a job no executor on this node registered; UNAVAILABLE when
+   * its executor has no Watch stream open to receive it.
+   */
+  startJob(
+    request: StartJobRequest,
+    callback: (error: ServiceError | null, response: StartJobResponse) => void,
+  ): ClientUnaryCall;
+  startJob(
+    request: StartJobRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: StartJobResponse) => void,
+  ): ClientUnaryCall;
+  startJob(
+    request: StartJobRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: StartJobResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ExecutorClient = makeGenericClientConstructor(ExecutorService, "cronstable.v1.Executor") as unknown as {
