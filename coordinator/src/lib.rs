@@ -95,6 +95,9 @@ pub enum RunError {
     /// A server task panicked.
     #[error("the {0} server task panicked: {1}")]
     ServerPanicked(&'static str, String),
+    /// The jobs of the config's `jobs:` file could not be registered.
+    #[error("the job file named in the config (jobs:) cannot be registered: {0}")]
+    ConfigJobs(#[from] crate::jobs::RegisterError),
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
@@ -129,6 +132,18 @@ pub async fn run(
     let backend = backend_for(&config, &node_name, &env)?;
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let state = CoordinatorState::new(view_rx);
+    if let Some(jobs) = &config.jobs {
+        // Registered before the backend starts, so the first job-set ID peers see covers them.
+        let set = state
+            .registry
+            .register(&jobs.executor_id(), jobs.specs.clone())?;
+        tracing::info!(
+            file = %jobs.path.display(),
+            jobs = jobs.specs.len(),
+            job_set_id = %set.id,
+            "registered the config's job file"
+        );
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || stop_requested(stop_rx.clone());
 

@@ -226,11 +226,19 @@ pub struct Coordinator {
 impl Coordinator {
     /// Starts a coordinator with election off on free ports, in `dir`.
     pub fn start(dir: &Path) -> Coordinator {
+        Self::start_named(dir, "coordinator", "")
+    }
+
+    /// Starts a coordinator on free ports from `dir/NAME.yaml`, which holds the listeners and
+    /// then `extra` (further top-level config sections, e.g. `jobs:`).
+    pub fn start_named(dir: &Path, name: &str, extra: &str) -> Coordinator {
         let (api_port, web_port) = (free_port(), free_port());
-        let config = dir.join("coordinator.yaml");
+        let config = dir.join(format!("{name}.yaml"));
         std::fs::write(
             &config,
-            format!("api:\n  listen: 127.0.0.1:{api_port}\nweb:\n  listen: 127.0.0.1:{web_port}\n"),
+            format!(
+                "api:\n  listen: 127.0.0.1:{api_port}\nweb:\n  listen: 127.0.0.1:{web_port}\n{extra}"
+            ),
         )
         .unwrap();
         Self::start_with(

@@ -15,6 +15,8 @@
 //!     - host: cronstable-c.internal:8443
 //!   nodeName: cronstable-a
 //!   electLeader: true
+//! jobs:                               # optional: jobs the coordinator registers itself
+//!   systemCrontab: /etc/cron.d/app    # (for cronstable-gate; see the `jobs` module)
 //! ```
 //!
 //! Loading happens in two steps. [`cronstable_core::yaml`] deserializes the text into the
@@ -63,6 +65,7 @@
 
 pub mod address;
 pub mod cluster;
+pub mod jobs;
 mod lease;
 mod raw;
 pub mod secret;
@@ -79,6 +82,7 @@ pub use cluster::{
     Backend, ClientLibrary, ClusterConfig, Distribution, EtcdConfig, EtcdTls, FilesystemConfig,
     KubernetesConfig, ObservabilityConfig, PeerConfig, TlsPaths, Topology,
 };
+pub use jobs::{JobFileFormat, JobsConfig};
 pub use secret::{SecretError, SecretSource};
 
 /// `api.listen` when unset.
@@ -95,6 +99,8 @@ pub struct Config {
     pub web: WebConfig,
     /// Clustering; `None` (the default) for none: every instance runs every job.
     pub cluster: Option<ClusterConfig>,
+    /// A job file the coordinator loads and registers itself (`jobs:`); `None` for none.
+    pub jobs: Option<JobsConfig>,
 }
 
 /// `api:`.

@@ -22,6 +22,16 @@ pub(crate) struct RawConfig {
     pub(crate) api: Option<RawApi>,
     pub(crate) web: Option<RawWeb>,
     pub(crate) cluster: Option<RawCluster>,
+    pub(crate) jobs: Option<RawJobs>,
+}
+
+/// `jobs:`: exactly one of the three file keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawJobs {
+    pub(crate) crontab: Option<String>,
+    pub(crate) system_crontab: Option<String>,
+    pub(crate) job_file: Option<String>,
 }
 
 /// `api:`.
