@@ -8,6 +8,7 @@
 // Real processes run on the real clock: std's Instant is the right one here.
 #![allow(clippy::disallowed_types)]
 
+pub mod deploy;
 pub mod gossip;
 pub mod lease;
 pub mod netns;
