@@ -142,6 +142,36 @@ fn pods(m: &Manifests) -> Vec<(String, &PodTemplateSpec)> {
         .collect()
 }
 
+/// `(mountPath, key)` of every single-key (`subPath`) mount of ConfigMap `name` in any pod.
+fn sub_path_mounts(m: &Manifests, name: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (_, template) in pods(m) {
+        let pod = template.spec.as_ref().unwrap();
+        let from_cm = |volume: &str| {
+            pod.volumes
+                .iter()
+                .flatten()
+                .any(|v| v.name == volume && v.config_map.as_ref().is_some_and(|c| c.name == name))
+        };
+        for c in pod
+            .containers
+            .iter()
+            .chain(pod.init_containers.iter().flatten())
+        {
+            for v in c.volume_mounts.iter().flatten() {
+                if let Some(key) = &v.sub_path
+                    && from_cm(&v.name)
+                {
+                    out.push((v.mount_path.clone(), key.clone()));
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Every file a container names after `--config` or `--crontab` must be a key of a ConfigMap
 /// mounted at that file's directory in that container.
 fn assert_mounted_files_exist(m: &Manifests, workload: &str, pod: &PodSpec) {
@@ -160,11 +190,15 @@ fn assert_mounted_files_exist(m: &Manifests, workload: &str, pod: &PodSpec) {
                 file.parent().unwrap(),
                 file.file_name().unwrap().to_str().unwrap(),
             );
+            // The directory holding the ConfigMap, or the file itself mounted by subPath.
             let mount = c
                 .volume_mounts
                 .iter()
                 .flatten()
-                .find(|v| Path::new(&v.mount_path) == dir);
+                .find(|v| match &v.sub_path {
+                    None => Path::new(&v.mount_path) == dir,
+                    Some(k) => Path::new(&v.mount_path) == file && k == key,
+                });
             let mount = mount.unwrap_or_else(|| {
                 panic!(
                     "{workload}/{}: nothing mounted at {}",
@@ -217,7 +251,16 @@ fn kubernetes_manifests_parse_into_typed_objects_and_agree_with_each_other() {
         let config = data
             .get("coordinator.yaml")
             .unwrap_or_else(|| panic!("{name}: no coordinator.yaml"));
-        validate_config(config, &format!("ConfigMap {name} coordinator.yaml"));
+        // A config may name another key of its ConfigMap by the path the pods mount it at
+        // (`jobs.systemCrontab: /etc/cron.d/app`): validate it against that key's text.
+        let files = tempfile::tempdir().unwrap();
+        let mut config = config.clone();
+        for (mount_path, key) in sub_path_mounts(&m, &name) {
+            let local = files.path().join(&key);
+            std::fs::write(&local, &data[&key]).unwrap();
+            config = config.replace(&mount_path, &local.display().to_string());
+        }
+        validate_config(&config, &format!("ConfigMap {name} coordinator.yaml"));
         if let Some(crontab) = data.get("crontab") {
             assert_crontab_parses(crontab, &format!("ConfigMap {name} crontab"));
         }
