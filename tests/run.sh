@@ -30,6 +30,10 @@ need_pkg etcdctl etcd-client
 need_pkg ip iproute2
 # Prometheus' own checker for the /metrics exposition.
 need_pkg promtool prometheus
+# Debian's real cron daemon runs cronstable-gate (tests/tests/gate_cron.rs), and the systemd
+# units are checked by systemd-analyze verify (tests/tests/deploy_artifacts.rs).
+need_pkg cron cron
+need_pkg systemd-analyze systemd
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

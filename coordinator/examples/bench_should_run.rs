@@ -62,6 +62,12 @@ impl Executor for Echo {
     ) -> Result<Response<pb::HandoffResponse>, Status> {
         Err(Status::unimplemented("echo"))
     }
+    async fn start_job(
+        &self,
+        _: Request<pb::StartJobRequest>,
+    ) -> Result<Response<pb::StartJobResponse>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
     type WatchStream = tokio_stream::wrappers::ReceiverStream<Result<pb::Instruction, Status>>;
     async fn watch(
         &self,

@@ -103,6 +103,9 @@ pub enum RunError {
     /// A server task panicked.
     #[error("the {0} server task panicked: {1}")]
     ServerPanicked(&'static str, String),
+    /// The jobs of the config's `jobs:` file could not be registered.
+    #[error("the job file named in the config (jobs:) cannot be registered: {0}")]
+    ConfigJobs(#[from] crate::jobs::RegisterError),
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
@@ -154,6 +157,18 @@ pub async fn run(
     let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
+    }
+    if let Some(jobs) = &config.jobs {
+        // Registered before the backend starts, so the first job-set ID peers see covers them.
+        let set = state
+            .registry
+            .register(&jobs.executor_id(), jobs.specs.clone())?;
+        tracing::info!(
+            file = %jobs.path.display(),
+            jobs = jobs.specs.len(),
+            job_set_id = %set.id,
+            "registered the config's job file"
+        );
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || stop_requested(stop_rx.clone());

@@ -15,12 +15,14 @@
 //! - [`client`]: the gRPC client, every call with a deadline.
 //! - [`session`]: registration and the Watch stream, reconnected with backoff.
 //! - [`reaper`]: reaping orphans as PID 1.
+//! - [`gate`]: `cronstable-gate`, one gated firing started by an existing crond.
 //! - [`cli`]: logging setup and the host name, for the binaries.
 
 pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod firing;
+pub mod gate;
 pub mod plan;
 pub mod reaper;
 pub mod runner;

@@ -8,6 +8,7 @@
 // Real processes run on the real clock: std's Instant is the right one here.
 #![allow(clippy::disallowed_types)]
 
+pub mod deploy;
 pub mod gossip;
 pub mod lease;
 pub mod netns;
@@ -226,14 +227,20 @@ pub struct Coordinator {
 impl Coordinator {
     /// Starts a coordinator with election off on free ports, in `dir`.
     pub fn start(dir: &Path) -> Coordinator {
-        Self::start_extra(dir, "")
+        Self::start_named(dir, "coordinator", "")
     }
 
     /// [`Self::start`] with `extra` YAML appended to the config: keys under `web:` when
-    /// indented two spaces, top-level sections (`notify:`) when not.
+    /// indented two spaces, top-level sections (`notify:`, `jobs:`) when not.
     pub fn start_extra(dir: &Path, extra: &str) -> Coordinator {
+        Self::start_named(dir, "coordinator", extra)
+    }
+
+    /// Starts a coordinator on free ports from `dir/NAME.yaml`, which holds the listeners and
+    /// then `extra` (further top-level config sections, e.g. `jobs:`).
+    pub fn start_named(dir: &Path, name: &str, extra: &str) -> Coordinator {
         let (api_port, web_port) = (free_port(), free_port());
-        let config = dir.join("coordinator.yaml");
+        let config = dir.join(format!("{name}.yaml"));
         std::fs::write(
             &config,
             format!(

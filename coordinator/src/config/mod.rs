@@ -19,6 +19,8 @@
 //!   path: /var/lib/cronstable
 //! notify:                             # optional: page someone (see `notify`)
 //!   webhook: {url: "https://hooks.internal/cron", events: [leader_change, quorum_loss]}
+//! jobs:                               # optional: jobs the coordinator registers itself
+//!   systemCrontab: /etc/cron.d/app    # (for cronstable-gate; see the `jobs` module)
 //! ```
 //!
 //! Loading happens in two steps. [`cronstable_core::yaml`] deserializes the text into the
@@ -67,6 +69,7 @@
 
 pub mod address;
 pub mod cluster;
+pub mod jobs;
 mod lease;
 mod notify;
 mod raw;
@@ -84,6 +87,7 @@ pub use cluster::{
     Backend, ClientLibrary, ClusterConfig, Distribution, EtcdConfig, EtcdTls, FilesystemConfig,
     KubernetesConfig, ObservabilityConfig, PeerConfig, TlsPaths, Topology,
 };
+pub use jobs::{JobFileFormat, JobsConfig};
 pub use notify::{NotifyConfig, NotifyEvent, WebhookConfig};
 pub use secret::{SecretError, SecretSource};
 
@@ -105,6 +109,8 @@ pub struct Config {
     pub notify: NotifyConfig,
     /// Durable local state (`state:`); none by default: history lives in memory only.
     pub state: StateConfig,
+    /// A job file the coordinator loads and registers itself (`jobs:`); `None` for none.
+    pub jobs: Option<JobsConfig>,
 }
 
 /// `state:`.

@@ -24,6 +24,7 @@ pub(crate) struct RawConfig {
     pub(crate) cluster: Option<RawCluster>,
     pub(crate) notify: Option<super::notify::RawNotify>,
     pub(crate) state: Option<RawState>,
+    pub(crate) jobs: Option<RawJobs>,
 }
 
 /// `state:`.
@@ -31,6 +32,15 @@ pub(crate) struct RawConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub(crate) struct RawState {
     pub(crate) path: Option<String>,
+}
+
+/// `jobs:`: exactly one of the three file keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawJobs {
+    pub(crate) crontab: Option<String>,
+    pub(crate) system_crontab: Option<String>,
+    pub(crate) job_file: Option<String>,
 }
 
 /// `api:`.

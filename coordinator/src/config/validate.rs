@@ -16,7 +16,8 @@ use super::address::{HostPort, ListenAddr};
 use super::cluster::{
     Backend, ClusterConfig, DEFAULT_INTERVAL, ObservabilityConfig, PeerConfig, TlsPaths,
 };
-use super::raw::{RawCluster, RawConfig, RawObservability, RawPeer, RawSecret, RawTls};
+use super::jobs::{JobFileFormat, JobsConfig};
+use super::raw::{RawCluster, RawConfig, RawJobs, RawObservability, RawPeer, RawSecret, RawTls};
 use super::secret::SecretSource;
 use super::{Config, ConfigError, Outcome};
 
@@ -104,12 +105,61 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
         .notify
         .map(|n| super::notify::validate(&mut ctx, n))
         .unwrap_or_default();
+    config.jobs = raw.jobs.and_then(|j| jobs(&mut ctx, &j));
     // File order reads best; errors without a line (none today) go last.
     ctx.errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
     Outcome {
         config,
         errors: ctx.errors,
         warnings: ctx.warnings,
+    }
+}
+
+/// `jobs:`: exactly one file key, and a file that reads and parses without a single error.
+fn jobs(ctx: &mut Ctx<'_>, raw: &RawJobs) -> Option<JobsConfig> {
+    let given: Vec<(JobFileFormat, &String)> = [
+        (JobFileFormat::Crontab, raw.crontab.as_ref()),
+        (JobFileFormat::SystemCrontab, raw.system_crontab.as_ref()),
+        (JobFileFormat::JobFile, raw.job_file.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    let (format, path) = match given[..] {
+        [one] => one,
+        [] => {
+            ctx.error(
+                "jobs",
+                "name the job file with one of crontab, systemCrontab or jobFile",
+            );
+            return None;
+        }
+        [_, (second, _), ..] => {
+            ctx.error(
+                &format!("jobs.{}", second.key()),
+                "only one of crontab, systemCrontab and jobFile may be given",
+            );
+            return None;
+        }
+    };
+    let key = format!("jobs.{}", format.key());
+    if path.trim().is_empty() {
+        ctx.error(&key, "must be a file path, not blank");
+        return None;
+    }
+    let path = PathBuf::from(path);
+    match super::jobs::load(&path, format) {
+        Ok(specs) => Some(JobsConfig {
+            path,
+            format,
+            specs,
+        }),
+        Err(problems) => {
+            for p in problems {
+                ctx.error(&key, p);
+            }
+            None
+        }
     }
 }
 
