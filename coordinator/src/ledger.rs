@@ -80,6 +80,43 @@ pub struct Record {
     pub event: Event,
 }
 
+/// What a job's records say about its runs right now: the one scan every display shares
+/// (`GET /jobs`, the gossip run summaries, `GET /fleet`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunStatus<'a> {
+    /// A run started and has not finished.
+    pub running: bool,
+    /// The newest `Finished` record.
+    pub last_finished: Option<&'a Record>,
+    /// The newest `Decided` record.
+    pub last_decision: Option<&'a Record>,
+}
+
+impl<'a> RunStatus<'a> {
+    /// Scans a job's records, oldest first, from the newest end. A run is going when a
+    /// `Started` record has no `Finished` for the same firing and attempt after it.
+    pub fn of(records: &'a VecDeque<Record>) -> Self {
+        let mut status = RunStatus::default();
+        let mut finished: Vec<(i64, u32)> = Vec::new();
+        for r in records.iter().rev() {
+            match &r.event {
+                Event::Finished { .. } => {
+                    status.last_finished.get_or_insert(r);
+                    finished.push((r.scheduled_at_ms, r.attempt));
+                }
+                Event::Started { .. } if !finished.contains(&(r.scheduled_at_ms, r.attempt)) => {
+                    status.running = true;
+                }
+                Event::Decided { .. } => {
+                    status.last_decision.get_or_insert(r);
+                }
+                _ => {}
+            }
+        }
+        status
+    }
+}
+
 /// The bounded in-memory ledger. Cheap to clone; clones share the records.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
@@ -87,6 +124,9 @@ pub struct Ledger {
     /// Bumped by every record that starts or ends a run, so a reader of run summaries (the
     /// gossip `/peer` body) can tell cheaply whether anything changed.
     runs_generation: Arc<AtomicU64>,
+    /// Bumped by every record, so a cached rendering of the ledger (`GET /jobs`) knows when it
+    /// is stale.
+    generation: Arc<AtomicU64>,
     /// Where every appended record is also sent: the `state.path` file writer, when set.
     sink: Arc<OnceLock<tokio::sync::mpsc::Sender<Record>>>,
 }
@@ -155,11 +195,19 @@ impl Ledger {
             ring.pop_front();
         }
         ring.push_back(record);
+        // Bumped after the record is in place (under the lock), so a reader that saw the new
+        // value also sees the record.
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// A counter that changes whenever a run starts or finishes.
     pub fn runs_generation(&self) -> u64 {
         self.runs_generation.load(Ordering::Relaxed)
+    }
+
+    /// A counter that changes whenever any record is appended.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Runs `f` over a job's records (oldest first) under the lock, without copying them: for

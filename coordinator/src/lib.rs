@@ -38,6 +38,7 @@ pub mod ledger;
 pub mod ledger_file;
 pub mod listeners;
 pub mod metrics;
+pub mod next_fire;
 pub mod notify;
 pub mod state;
 pub mod status;

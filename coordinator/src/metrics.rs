@@ -14,6 +14,7 @@
 //! `prometheus-client` writes OpenMetrics, whose counter naming (`# TYPE x counter` over an
 //! `x_total` sample) `promtool check metrics` rejects.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::{FiringKind, Verdict};
@@ -49,10 +50,17 @@ pub struct Metrics {
 }
 
 struct Inner {
+    /// The cluster gauges and transition counters: a few dozen series, encoded per scrape.
     registry: Registry,
+    /// The per-job series: about twenty per job, so tens of thousands with a thousand jobs.
+    /// Their encoding is cached in `job_text` and redone only after an observation.
+    job_registry: Registry,
+    /// Bumped by every [`Metrics::observe`] that touched a per-job series.
+    job_generation: AtomicU64,
     /// Serialises scrape-time refresh and encoding, so two concurrent scrapes cannot
-    /// interleave a reset of a labelled gauge with the other's read.
-    scrape: Mutex<()>,
+    /// interleave a reset of a labelled gauge with the other's read. Holds the per-job
+    /// series' last encoding and the generation it was made at.
+    scrape: Mutex<Option<(u64, Arc<str>)>>,
     enabled: IntGauge,
     quorate: IntGauge,
     is_leader: IntGauge,
@@ -118,6 +126,7 @@ impl Metrics {
     /// A fresh set of series, all zero.
     pub fn new() -> Self {
         let r = Registry::new();
+        let jr = Registry::new();
         let duration = HistogramVec::new(
             HistogramOpts::new(
                 "cronstable_job_run_duration_seconds",
@@ -127,7 +136,7 @@ impl Metrics {
             &["job"],
         )
         .expect("a valid histogram");
-        r.register(Box::new(duration.clone()))
+        jr.register(Box::new(duration.clone()))
             .expect("registered once");
         let inner = Inner {
             enabled: gauge(
@@ -184,32 +193,34 @@ impl Metrics {
                 "Times this node gained or lost its quorum.",
             ),
             firings: counter_vec(
-                &r,
+                &jr,
                 "cronstable_job_firings_total",
                 "Scheduled firings this coordinator decided, by verdict.",
                 &["job", "verdict"],
             ),
             runs: counter_vec(
-                &r,
+                &jr,
                 "cronstable_job_runs_total",
                 "Finished runs by result: success, failure, timeout or signal.",
                 &["job", "result"],
             ),
             skips: counter_vec(
-                &r,
+                &jr,
                 "cronstable_job_skips_total",
                 "Firings not run on this node, by reason (gate or executor).",
                 &["job", "reason"],
             ),
             missed: counter_vec(
-                &r,
+                &jr,
                 "cronstable_job_missed_firings_total",
                 "Firings this node's executor owned but could not start in time.",
                 &["job"],
             ),
             duration,
             registry: r,
-            scrape: Mutex::new(()),
+            job_registry: jr,
+            job_generation: AtomicU64::new(0),
+            scrape: Mutex::new(None),
         };
         Self {
             inner: Arc::new(inner),
@@ -273,15 +284,17 @@ impl Metrics {
                     .with_label_values(&[job])
                     .observe(*duration_ms as f64 / 1000.0);
             }
-            Event::Started { .. } | Event::HandedOff { .. } => {}
+            Event::Started { .. } | Event::HandedOff { .. } => return,
         }
+        // After the series changed: a scrape that reads the new generation encodes them anew.
+        m.job_generation.fetch_add(1, Ordering::Release);
     }
 
     /// The text exposition, with the cluster gauges taken from `cluster`, the `GET /cluster`
     /// body of the same moment.
     pub fn render(&self, cluster: &Value) -> String {
         let m = &self.inner;
-        let _one_scrape = m.scrape.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut one_scrape = m.scrape.lock().unwrap_or_else(PoisonError::into_inner);
         let flag = |key: &str| i64::from(cluster[key].as_bool().unwrap_or(false));
         let count = |key: &str| cluster[key].as_i64().unwrap_or(0);
         let enabled = cluster["enabled"].as_bool().unwrap_or(false);
@@ -324,16 +337,33 @@ impl Metrics {
             m.size.set(1);
             m.quorum.set(1);
         }
-        let mut out = Vec::new();
-        // Encoding into memory only fails on a malformed family, which registration rules out.
-        if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut out) {
-            tracing::error!(error = %e, "encoding the metrics failed");
-        }
-        String::from_utf8(out).unwrap_or_default()
+        // Read before encoding: an observation made while encoding leaves the text stale.
+        let generation = m.job_generation.load(Ordering::Acquire);
+        let job_text = match one_scrape.as_ref() {
+            Some((cached, text)) if *cached == generation => text.clone(),
+            _ => {
+                let text: Arc<str> = encode(&m.job_registry).into();
+                *one_scrape = Some((generation, text.clone()));
+                text
+            }
+        };
+        let mut out = encode(&m.registry);
+        out.push_str(&job_text);
+        out
     }
 
     /// The content type of [`Self::render`]'s output.
     pub const CONTENT_TYPE: &'static str = "text/plain; version=0.0.4; charset=utf-8";
+}
+
+/// One registry's families in the text format.
+fn encode(registry: &Registry) -> String {
+    let mut out = Vec::new();
+    // Encoding into memory only fails on a malformed family, which registration rules out.
+    if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut out) {
+        tracing::error!(error = %e, "encoding the metrics failed");
+    }
+    String::from_utf8(out).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -454,5 +484,34 @@ mod tests {
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_cached_job_encoding_is_redone_after_an_observation() {
+        let m = Metrics::new();
+        let off = json!({"enabled": false});
+        let finished = || {
+            record(Event::Finished {
+                started_at_ms: 0,
+                finished_at_ms: 0,
+                duration_ms: 200,
+                exit_code: Some(0),
+                signal: None,
+                timed_out: false,
+                output_tail: String::new(),
+            })
+        };
+        m.observe(&finished());
+        let first = m.render(&off);
+        let runs = "cronstable_job_runs_total{job=\"backup\",result=\"success\"}";
+        assert_eq!(line(&first, runs), Some(format!("{runs} 1").as_str()));
+        assert_eq!(m.render(&off), first, "nothing changed: the same text");
+        m.observe(&finished());
+        let second = m.render(&off);
+        assert_eq!(line(&second, runs), Some(format!("{runs} 2").as_str()));
+        // The cluster gauges are fresh on every scrape, cached job series or not.
+        let on = json!({"enabled": true, "quorate": true, "peers": []});
+        assert!(m.render(&on).contains("cronstable_cluster_quorate 1"));
+        assert!(m.render(&on).contains(&format!("{runs} 2")));
     }
 }

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::gossip::wire::{JobSummary, LastRun};
 use crate::jobs::JobSet;
-use crate::ledger::{Event, Ledger};
+use crate::ledger::{Event, Ledger, RunStatus};
+use crate::next_fire::NextFires;
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -28,6 +29,7 @@ pub struct RunSummaries {
     schedules: HashMap<String, Arc<Option<Schedule>>>,
     runs_generation: Option<u64>,
     next_change_ms: Option<i64>,
+    next_fires: NextFires,
     jobs: Vec<JobSummary>,
 }
 
@@ -61,19 +63,16 @@ impl RunSummaries {
                 .collect();
             self.job_set_id = id;
         }
-        let now = DateTime::<Utc>::from_timestamp_millis(now_ms).unwrap_or_default();
         let mut next_change: Option<i64> = None;
         self.jobs = set
             .jobs
             .iter()
             .map(|(name, j)| {
+                let schedule = self.schedules.get(name).and_then(|s| s.as_ref().as_ref());
                 let next = self
-                    .schedules
-                    .get(name)
-                    .and_then(|s| s.as_ref().as_ref())
-                    .and_then(|s| s.next_after(now));
-                if let Some(t) = next {
-                    let ms = t.timestamp_millis();
+                    .next_fires
+                    .next_after(&self.job_set_id, name, schedule, now_ms);
+                if let Some(ms) = next {
                     next_change = Some(next_change.map_or(ms, |c| c.min(ms)));
                 }
                 let (running, last_run) = ledger.inspect(name, run_state);
@@ -82,7 +81,9 @@ impl RunSummaries {
                     cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
                     schedule: j.spec.schedule.clone(),
                     running,
-                    next_fire: next.map(rfc3339),
+                    next_fire: next
+                        .and_then(DateTime::<Utc>::from_timestamp_millis)
+                        .map(rfc3339),
                     last_run,
                 }
             })
@@ -97,37 +98,25 @@ impl RunSummaries {
 fn run_state(
     records: &std::collections::VecDeque<crate::ledger::Record>,
 ) -> (bool, Option<LastRun>) {
-    let mut finished: Vec<(i64, u32)> = Vec::new();
-    let mut last = None;
-    let mut running = false;
-    for r in records.iter().rev() {
-        match &r.event {
-            Event::Finished {
-                finished_at_ms,
-                exit_code,
-                timed_out,
-                duration_ms,
-                ..
-            } => {
-                if last.is_none() {
-                    last = Some(LastRun {
-                        finished_at: DateTime::<Utc>::from_timestamp_millis(*finished_at_ms)
-                            .map(rfc3339)
-                            .unwrap_or_default(),
-                        exit_code: *exit_code,
-                        succeeded: *exit_code == Some(0) && !timed_out,
-                        duration_ms: *duration_ms,
-                    });
-                }
-                finished.push((r.scheduled_at_ms, r.attempt));
-            }
-            Event::Started { .. } if !finished.contains(&(r.scheduled_at_ms, r.attempt)) => {
-                running = true;
-            }
-            _ => {}
-        }
-    }
-    (running, last)
+    let status = RunStatus::of(records);
+    let last = status.last_finished.and_then(|r| match &r.event {
+        Event::Finished {
+            finished_at_ms,
+            exit_code,
+            timed_out,
+            duration_ms,
+            ..
+        } => Some(LastRun {
+            finished_at: DateTime::<Utc>::from_timestamp_millis(*finished_at_ms)
+                .map(rfc3339)
+                .unwrap_or_default(),
+            exit_code: *exit_code,
+            succeeded: *exit_code == Some(0) && !timed_out,
+            duration_ms: *duration_ms,
+        }),
+        _ => None,
+    });
+    (status.running, last)
 }
 
 /// One summary as `GET /fleet` shows it (camelCase, like `GET /jobs`).

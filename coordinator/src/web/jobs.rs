@@ -9,23 +9,27 @@
 //! `elsewhere` (this node's gate skipped it as not leader or not owner).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use chrono::{DateTime, SecondsFormat, Utc};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{ClusterPolicy, FiringKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::cache::ListKey;
+use super::json::{ClusterFields, JobRow, Output, record_json, rfc3339};
 use super::{ApiError, WebState};
 use crate::clock::now_ms;
 use crate::cluster::Election;
-use crate::jobs::{JobSet, RegisteredJob};
-use crate::ledger::{Event, Outcome, Record, explain};
+use crate::jobs::JobSet;
+use crate::ledger::{Event, Outcome, Record, RunStatus, explain};
 
 /// The most nominal instants one `/firings` answer explains.
 const MAX_FIRINGS: usize = 500;
@@ -34,50 +38,13 @@ const DEFAULT_WINDOW_MS: i64 = 30 * 60 * 1000;
 /// Records `/jobs/{name}` returns, newest first.
 const DETAIL_RECORDS: usize = 50;
 
-/// Parsed schedules of the current job set, so `/jobs` over a thousand jobs does not parse a
-/// thousand cron expressions per request. Rebuilt when the job-set ID changes.
-#[derive(Debug, Default)]
-pub(crate) struct ScheduleCache {
-    /// The job-set ID the schedules were parsed for, and the schedules.
-    parsed: Mutex<Option<(String, Schedules)>>,
-}
-
-/// Each job's parsed schedule; `None` where it does not parse (the shim reported that).
-type Schedules = Arc<HashMap<String, Option<Schedule>>>;
-
-impl ScheduleCache {
-    fn for_set(&self, set: &JobSet) -> Schedules {
-        let id = set.id.to_string();
-        let mut cached = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((cached_id, map)) = cached.as_ref()
-            && *cached_id == id
-        {
-            return map.clone();
-        }
-        let map: Arc<HashMap<_, _>> = Arc::new(
-            set.jobs
-                .iter()
-                .map(|(name, job)| {
-                    let spec = &job.spec;
-                    let parsed = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok();
-                    (name.clone(), parsed)
-                })
-                .collect(),
-        );
-        *cached = Some((id, map.clone()));
-        map
-    }
-}
-
-fn rfc3339(ms: i64) -> Option<String> {
-    DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
-}
-
-/// What the cluster view says about policies and owners, read once per request.
-struct ViewFacts {
-    election: bool,
-    spread: bool,
-    owners: BTreeMap<String, Option<String>>,
+/// What the cluster view says about policies and owners, read once per request. Part of the
+/// cached `/jobs` body's key: a change of owner or of election mode rebuilds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ViewFacts {
+    pub(super) election: bool,
+    pub(super) spread: bool,
+    pub(super) owners: BTreeMap<String, Option<String>>,
 }
 
 fn view_facts(state: &WebState, set: &JobSet) -> ViewFacts {
@@ -109,156 +76,76 @@ fn view_facts(state: &WebState, set: &JobSet) -> ViewFacts {
     }
 }
 
-/// The newest finished run, whether one is running, and the newest gate decision.
-pub(super) fn run_summary(records: &VecDeque<Record>) -> Value {
-    let mut last_run = Value::Null;
-    let mut running = false;
-    let mut last_decision = Value::Null;
-    let mut finished: Vec<(i64, u32)> = Vec::new();
-    for r in records.iter().rev() {
-        match &r.event {
-            Event::Finished { .. } => {
-                if last_run.is_null() {
-                    last_run = record_json(r);
-                }
-                finished.push((r.scheduled_at_ms, r.attempt));
-            }
-            Event::Started { .. } if !finished.contains(&(r.scheduled_at_ms, r.attempt)) => {
-                running = true;
-            }
-            Event::Decided { .. } if last_decision.is_null() => last_decision = record_json(r),
-            _ => {}
+impl ViewFacts {
+    /// The cluster keys of one job's row.
+    fn cluster_fields(&self, name: &str, policy: ClusterPolicy) -> ClusterFields<'_> {
+        ClusterFields {
+            policy: self.election.then(|| policy.as_str()),
+            owner: if self.spread {
+                self.owners.get(name).map(Option::as_deref)
+            } else {
+                None
+            },
         }
     }
-    json!({ "running": running, "lastRun": last_run, "lastDecision": last_decision })
-}
-
-/// One ledger record as JSON.
-fn record_json(r: &Record) -> Value {
-    let mut v = json!({
-        "scheduledAt": rfc3339(r.scheduled_at_ms),
-        "scheduledAtMs": r.scheduled_at_ms,
-        "kind": kind_str(r.kind),
-        "attempt": r.attempt,
-        "node": r.node,
-        "recordedAt": rfc3339(r.recorded_at_ms),
-    });
-    let extra = match &r.event {
-        Event::Decided { verdict, reason } => {
-            json!({"event": "decided", "verdict": verdict.as_str(), "reason": reason.code()})
-        }
-        Event::Started { at_ms, pid } => {
-            json!({"event": "started", "startedAt": rfc3339(*at_ms), "pid": pid})
-        }
-        Event::Finished {
-            started_at_ms,
-            finished_at_ms,
-            duration_ms,
-            exit_code,
-            signal,
-            timed_out,
-            output_tail,
-        } => json!({
-            "event": "finished",
-            "startedAt": rfc3339(*started_at_ms),
-            "finishedAt": rfc3339(*finished_at_ms),
-            "durationMs": duration_ms,
-            "exitCode": exit_code,
-            "signal": signal,
-            "timedOut": timed_out,
-            "succeeded": *exit_code == Some(0) && !timed_out,
-            "outputTail": output_tail,
-        }),
-        Event::Skipped { reason, message } => json!({
-            "event": "skipped",
-            "reason": reason.map_or("unknown", |r| r.code()),
-            "message": message,
-        }),
-        Event::HandedOff {
-            remaining_attempts,
-            transferred,
-        } => json!({
-            "event": "handed_off",
-            "remainingAttempts": remaining_attempts,
-            "transferred": transferred,
-        }),
-    };
-    if let (Value::Object(v), Value::Object(extra)) = (&mut v, extra) {
-        v.extend(extra);
-    }
-    v
-}
-
-fn kind_str(kind: FiringKind) -> &'static str {
-    match kind {
-        FiringKind::Scheduled => "scheduled",
-        FiringKind::Reboot => "reboot",
-        FiringKind::Retry { .. } => "retry",
-        FiringKind::Manual => "manual",
-    }
-}
-
-/// The definition fields of one job, plus policy and owner where the view calls for them.
-fn job_json(
-    name: &str,
-    job: &RegisteredJob,
-    schedule: Option<&Schedule>,
-    facts: &ViewFacts,
-    now: DateTime<Utc>,
-) -> Value {
-    let spec = &job.spec;
-    let next = schedule
-        .and_then(|s| s.next_after(now))
-        .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
-    let mut v = json!({
-        "name": name,
-        "schedule": spec.schedule,
-        "timezone": spec.timezone,
-        "command": spec.command,
-        "executor": job.executor_id,
-        "concurrencyPolicy": spec.concurrency_policy.as_str(),
-        "retries": spec.retry.retries,
-        "nextFire": next,
-    });
-    if facts.election {
-        v["clusterPolicy"] = json!(spec.cluster_policy.as_str());
-    }
-    if facts.spread
-        && let Some(owner) = facts.owners.get(name)
-    {
-        v["clusterOwner"] = json!(owner);
-    }
-    v
 }
 
 fn now_utc() -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp_millis(now_ms()).unwrap_or_default()
 }
 
-/// `GET /jobs`.
-pub(super) async fn list(State(state): State<WebState>) -> Json<Value> {
+/// `GET /jobs`: served from [`super::cache::ListCache`] while nothing it shows has changed.
+pub(super) async fn list(State(state): State<WebState>) -> Response {
     let set = state.core.registry.current();
-    let schedules = state.jobs.for_set(&set);
     let facts = view_facts(&state, &set);
-    let now = now_utc();
-    let jobs: Vec<Value> = set
-        .jobs
-        .iter()
-        .map(|(name, job)| {
+    let key = ListKey {
+        job_set_id: set.id.to_string(),
+        ledger_generation: state.core.ledger.generation(),
+        facts,
+    };
+    let now = now_ms();
+    let body = state.list.get_or_build(key, now, |key| {
+        let schedules = state.schedules.for_set(&set);
+        let mut next_fires = state
+            .next_fires
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut next_change = i64::MAX;
+        // Written row by row into one buffer, each row under its job's ledger lock only.
+        let mut out: Vec<u8> = Vec::with_capacity(set.jobs.len() * 800);
+        out.extend_from_slice(b"{\"node_name\":");
+        write_json(&mut out, &state.core.node_name());
+        out.extend_from_slice(b",\"job_set_id\":");
+        write_json(&mut out, &key.job_set_id);
+        out.extend_from_slice(b",\"jobs\":[");
+        for (i, (name, job)) in set.jobs.iter().enumerate() {
             let schedule = schedules.get(name).and_then(Option::as_ref);
-            let mut v = job_json(name, job, schedule, &facts, now);
-            let summary = state.core.ledger.inspect(name, run_summary);
-            if let (Value::Object(v), Value::Object(s)) = (&mut v, summary) {
-                v.extend(s);
+            let next = next_fires.next_after(&key.job_set_id, name, schedule, now);
+            if let Some(next) = next {
+                next_change = next_change.min(next);
             }
-            v
-        })
-        .collect();
-    Json(json!({
-        "node_name": state.core.node_name(),
-        "job_set_id": set.id.to_string(),
-        "jobs": jobs,
-    }))
+            if i > 0 {
+                out.push(b',');
+            }
+            let cluster = key.facts.cluster_fields(name, job.spec.cluster_policy);
+            state.core.ledger.inspect(name, |records| {
+                let status = RunStatus::of(records);
+                let row = JobRow::new(name, job, next, cluster, status, Output::Omitted);
+                write_json(&mut out, &row);
+            });
+        }
+        out.extend_from_slice(b"]}");
+        (Bytes::from(out), next_change)
+    });
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Appends `value` as JSON. Serialising these types into memory cannot fail (string keys,
+/// no maps with non-string keys), so a failure is a bug worth a log line, not a 500.
+fn write_json(out: &mut Vec<u8>, value: &impl serde::Serialize) {
+    if let Err(e) = serde_json::to_writer(&mut *out, value) {
+        tracing::error!(error = %e, "serialising GET /jobs failed");
+    }
 }
 
 fn unknown_job(name: &str) -> ApiError {
@@ -276,22 +163,25 @@ pub(super) async fn detail(
 ) -> Result<Json<Value>, ApiError> {
     let set = state.core.registry.current();
     let job = set.get(&name).ok_or_else(|| unknown_job(&name))?;
-    let schedules = state.jobs.for_set(&set);
+    let schedules = state.schedules.for_set(&set);
     let facts = view_facts(&state, &set);
-    let schedule = schedules.get(&name).and_then(Option::as_ref);
-    let mut v = job_json(&name, job, schedule, &facts, now_utc());
-    let (summary, history) = state.core.ledger.inspect(&name, |records| {
+    let next = schedules
+        .get(&name)
+        .and_then(Option::as_ref)
+        .and_then(|s| s.next_after(now_utc()))
+        .map(|t| t.timestamp_millis());
+    let cluster = facts.cluster_fields(&name, job.spec.cluster_policy);
+    let (mut v, history) = state.core.ledger.inspect(&name, |records| {
+        let status = RunStatus::of(records);
+        let row = JobRow::new(&name, job, next, cluster, status, Output::Included);
         let history: Vec<Value> = records
             .iter()
             .rev()
             .take(DETAIL_RECORDS)
             .map(record_json)
             .collect();
-        (run_summary(records), history)
+        (serde_json::to_value(row).unwrap_or_default(), history)
     });
-    if let (Value::Object(v), Value::Object(s)) = (&mut v, summary) {
-        v.extend(s);
-    }
     v["history"] = json!(history);
     Ok(Json(v))
 }
@@ -333,7 +223,7 @@ pub(super) async fn firings(
             format!("from ({from}) is after to ({to})"),
         ));
     }
-    let schedules = state.jobs.for_set(&set);
+    let schedules = state.schedules.for_set(&set);
     let schedule = schedules.get(&name).and_then(Option::as_ref);
     let records = state.core.ledger.records(&name);
     let known_since = records.first().map(|r| r.recorded_at_ms);

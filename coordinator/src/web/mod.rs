@@ -6,9 +6,11 @@
 //! `/readyz` needs the token ([`auth`]).
 
 mod auth;
+mod cache;
 mod dashboard;
 mod fleet;
 mod jobs;
+mod json;
 mod node;
 
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use serde_json::json;
 
 use crate::clock::now_ms;
 use crate::metrics::Metrics;
+use crate::next_fire::NextFires;
 use crate::state::{CoordinatorState, ManualStartError};
 
 pub use auth::AuthToken;
@@ -33,7 +36,9 @@ pub use node::NodeStats;
 pub(crate) struct WebState {
     core: CoordinatorState,
     node: Arc<NodeStats>,
-    jobs: Arc<jobs::ScheduleCache>,
+    schedules: Arc<cache::ScheduleCache>,
+    list: Arc<cache::ListCache>,
+    next_fires: Arc<std::sync::Mutex<NextFires>>,
 }
 
 /// The HTTP API's router over the shared state. `token` guards every route but the health
@@ -42,7 +47,9 @@ pub fn router(state: CoordinatorState, token: Option<AuthToken>) -> Router {
     let web = WebState {
         core: state,
         node: Arc::new(NodeStats::new()),
-        jobs: Arc::default(),
+        schedules: Arc::default(),
+        list: Arc::default(),
+        next_fires: Arc::default(),
     };
     let guarded = Router::new()
         .route("/", get(dashboard::index))

@@ -1,0 +1,145 @@
+//! Caches behind `GET /jobs`, the dashboard's most frequent and largest poll.
+//!
+//! With a thousand jobs the list is hundreds of kilobytes of JSON, and building it means a
+//! thousand ledger summaries and a thousand next-fire computations. Nearly every poll asks for
+//! the same answer as the one before, so the serialised body is kept and served again until
+//! something it shows can have changed: the job set, any ledger record, the cluster facts
+//! (election mode, spread owners), or the clock passing the earliest `nextFire` in it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::body::Bytes;
+use cronstable_core::schedule::Schedule;
+
+use super::jobs::ViewFacts;
+use crate::jobs::JobSet;
+
+/// Parsed schedules of the current job set, so `/jobs` over a thousand jobs does not parse a
+/// thousand cron expressions per request. Rebuilt when the job-set ID changes.
+#[derive(Debug, Default)]
+pub(crate) struct ScheduleCache {
+    /// The job-set ID the schedules were parsed for, and the schedules.
+    parsed: Mutex<Option<(String, Schedules)>>,
+}
+
+/// Each job's parsed schedule; `None` where it does not parse (the shim reported that).
+pub(crate) type Schedules = Arc<HashMap<String, Option<Schedule>>>;
+
+impl ScheduleCache {
+    pub(crate) fn for_set(&self, set: &JobSet) -> Schedules {
+        let id = set.id.to_string();
+        let mut cached = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached_id, map)) = cached.as_ref()
+            && *cached_id == id
+        {
+            return map.clone();
+        }
+        let map: Arc<HashMap<_, _>> = Arc::new(
+            set.jobs
+                .iter()
+                .map(|(name, job)| {
+                    let spec = &job.spec;
+                    let parsed = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok();
+                    (name.clone(), parsed)
+                })
+                .collect(),
+        );
+        *cached = Some((id, map.clone()));
+        map
+    }
+}
+
+/// Everything the `/jobs` body depends on apart from the clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ListKey {
+    pub job_set_id: String,
+    /// [`crate::ledger::Ledger::generation`] read *before* the body is built, so a record
+    /// appended while building leaves the cached body keyed as stale.
+    pub ledger_generation: u64,
+    pub facts: ViewFacts,
+}
+
+#[derive(Debug)]
+struct CachedList {
+    key: ListKey,
+    /// Unix ms at which the earliest `nextFire` in the body passes; the body is stale from
+    /// then on.
+    valid_until_ms: i64,
+    body: Bytes,
+}
+
+/// The last `/jobs` body and what it was built from.
+#[derive(Debug, Default)]
+pub(crate) struct ListCache {
+    last: Mutex<Option<CachedList>>,
+}
+
+impl ListCache {
+    /// The cached body when `key` matches and `now_ms` is before its expiry; otherwise
+    /// `build(&key)` (returning the body and the Unix ms of its earliest `nextFire`), cached.
+    ///
+    /// Two requests that miss at once both build, and the later one wins: cheaper than making
+    /// one wait on the other, and both answers are correct.
+    pub(crate) fn get_or_build(
+        &self,
+        key: ListKey,
+        now_ms: i64,
+        build: impl FnOnce(&ListKey) -> (Bytes, i64),
+    ) -> Bytes {
+        {
+            let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(c) = last.as_ref()
+                && c.key == key
+                && now_ms < c.valid_until_ms
+            {
+                return c.body.clone();
+            }
+        }
+        let (body, valid_until_ms) = build(&key);
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(CachedList {
+            key,
+            valid_until_ms,
+            body: body.clone(),
+        });
+        body
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn key(generation: u64) -> ListKey {
+        ListKey {
+            job_set_id: "set".into(),
+            ledger_generation: generation,
+            facts: ViewFacts {
+                election: false,
+                spread: false,
+                owners: BTreeMap::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_body_is_reused_until_its_key_changes_or_its_next_fire_passes() {
+        let cache = ListCache::default();
+        let mut builds = 0;
+        let mut get = |k: ListKey, now: i64| {
+            cache.get_or_build(k, now, |_| {
+                builds += 1;
+                (Bytes::from(format!("body {builds}")), 1_000)
+            })
+        };
+        assert_eq!(get(key(1), 0), "body 1");
+        assert_eq!(get(key(1), 999), "body 1", "same key, before the next fire");
+        assert_eq!(get(key(2), 999), "body 2", "a new ledger record");
+        assert_eq!(get(key(2), 1_000), "body 3", "the earliest nextFire passed");
+        let mut spread = key(2);
+        spread.facts.spread = true;
+        assert_eq!(get(spread, 0), "body 4", "the cluster facts changed");
+    }
+}
