@@ -8,7 +8,7 @@
 // Real processes run on the real clock: std's Instant is the right one here.
 #![allow(clippy::disallowed_types)]
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::{PATIENCE, Proc, free_port, http, wait_for};
+use crate::{PATIENCE, Proc, free_port, wait_for};
 
 /// Where Debian's `chromium` package puts the browser.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
@@ -25,7 +25,7 @@ pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
 /// The W3C key under which an element reference travels.
-const ELEMENT_KEY: &str = "element-6066-11e4-a52f-4f405ba69c0b";
+const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// How long one WebDriver command may take: a navigation or a new session on a loaded
 /// two-core machine can take many seconds.
@@ -83,9 +83,9 @@ impl Session {
         let driver = Proc::spawn("chromedriver", cmd);
         let driver_addr: SocketAddr = ([127, 0, 0, 1], port).into();
         wait_for("chromedriver to answer /status", || {
-            http(driver_addr, "GET", "/status")
+            request(driver_addr, "GET", "/status", None)
                 .ok()
-                .filter(|r| r.status == 200 && r.json()["value"]["ready"] == true)
+                .filter(|v| v["ready"] == true)
         });
         let capabilities = json!({
             "capabilities": { "alwaysMatch": {
@@ -304,23 +304,9 @@ fn request(
         payload.len()
     )
     .map_err(transport)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(transport)?;
-    let raw = String::from_utf8_lossy(&raw);
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        crate::dechunk(body)
-    } else {
-        body.to_owned()
-    };
+    // chromedriver says `Connection: close` but keeps the socket open, so reading to EOF
+    // would hang until the read timeout: read the head, then exactly the framed body.
+    let (status, body) = read_response(&mut BufReader::new(s)).map_err(transport)?;
     let json: Value = serde_json::from_str(&body).map_err(|e| WebDriverError {
         status,
         error: "bad response".into(),
@@ -335,6 +321,70 @@ fn request(
         error: value["error"].as_str().unwrap_or("unknown").to_owned(),
         message: value["message"].as_str().unwrap_or_default().to_owned(),
     })
+}
+
+/// Reads one HTTP/1.1 response: the status line and headers, then a body framed by
+/// `Content-Length` or chunked transfer encoding. Never reads past the body.
+fn read_response(reader: &mut impl BufRead) -> std::io::Result<(u16, String)> {
+    let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line)?;
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad(format!("bad status line {status_line:?}")))?;
+    let (mut length, mut chunked) = (None, false);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(bad("the connection closed inside the headers".into()));
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "content-length" {
+                length = Some(
+                    value
+                        .parse::<usize>()
+                        .map_err(|_| bad(format!("bad Content-Length {value:?}")))?,
+                );
+            } else if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+        }
+    }
+    let mut body = Vec::new();
+    if chunked {
+        loop {
+            let mut size = String::new();
+            reader.read_line(&mut size)?;
+            let size = size.split(';').next().unwrap_or("").trim();
+            let n = usize::from_str_radix(size, 16)
+                .map_err(|_| bad(format!("bad chunk size {size:?}")))?;
+            if n == 0 {
+                // The (empty) trailer section ends with a blank line.
+                let mut end = String::new();
+                reader.read_line(&mut end)?;
+                break;
+            }
+            let start = body.len();
+            body.resize(start + n, 0);
+            reader.read_exact(&mut body[start..])?;
+            let mut crlf = [0u8; 2];
+            reader.read_exact(&mut crlf)?;
+        }
+    } else if let Some(n) = length {
+        body.resize(n, 0);
+        reader.read_exact(&mut body)?;
+    } else {
+        // Neither framing: the body ends when the server closes.
+        reader.read_to_end(&mut body)?;
+    }
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
 
 /// Standard base64 (the screenshot's encoding), ignoring padding and whitespace.
@@ -365,12 +415,31 @@ fn base64_decode(text: &str) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::base64_decode;
+    use super::{base64_decode, read_response};
 
     #[test]
     fn decodes_base64() {
         assert_eq!(base64_decode("aGVsbG8="), b"hello");
         assert_eq!(base64_decode("aGVsbG8gd29ybGQ="), b"hello world");
         assert_eq!(base64_decode("AAEC/w=="), [0, 1, 2, 255]);
+    }
+
+    #[test]
+    fn reads_exactly_the_framed_body_and_no_further() {
+        // What follows the body must stay unread: chromedriver keeps the socket open.
+        let mut sized: &[u8] =
+            b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"value\":1}NEXT";
+        assert_eq!(
+            read_response(&mut sized).unwrap(),
+            (200, "{\"value\":1}".into())
+        );
+        assert_eq!(sized, b"NEXT");
+        let mut chunked: &[u8] =
+            b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\nNEXT";
+        assert_eq!(
+            read_response(&mut chunked).unwrap(),
+            (404, "{\"a\":1}".into())
+        );
+        assert_eq!(chunked, b"NEXT");
     }
 }
