@@ -46,8 +46,30 @@ function roleOf(c) {
   return c.is_leader ? ['leader', 'leader'] : ['follower', ''];
 }
 
+// `/cluster` nulls an unreachable peer's name and last-seen time, yet that is exactly when an
+// operator needs to know which node went away: remember both per host while the page is open.
+const peerMemory = new Map();
+
+function peerItem(p) {
+  const known = peerMemory.get(p.host) || {};
+  if (p.node_name) known.name = p.node_name;
+  if (p.last_seen) known.seen = p.last_seen;
+  peerMemory.set(p.host, known);
+  const name = p.node_name || known.name;
+  const seen = p.last_seen || known.seen;
+  const stale = !p.node_name && known.name ? ' (last known)' : '';
+  return el('li', { class: 'peer', 'data-status': p.status, 'data-host': p.host },
+    el('span', { class: 'dot ' + p.status, title: p.status }),
+    el('strong', {}, name || p.host), el('span', { class: 'muted', title: stale ? 'name from an earlier poll' : '' }, name ? p.host + stale : ''),
+    el('span', { class: 'peer-status ' + p.status }, p.status),
+    el('span', { class: 'muted' }, seen ? 'seen ' + ago(seen) : 'never seen'),
+    p.last_error ? el('span', { class: 'peer-err' }, p.last_error) : null);
+}
+
 function renderCluster(c) {
-  $('#node-name').textContent = c.node_name || '…';
+  // Without a cluster section `/cluster` is the bare seed body, with no node name; the self
+  // entry of `/fleet` (rendered next) fills it in.
+  if (c.node_name) $('#node-name').textContent = c.node_name;
   $('#backend').textContent = c.enabled ? c.backend : 'none';
   const [role, cls] = roleOf(c);
   const roleEl = $('#role');
@@ -59,11 +81,7 @@ function renderCluster(c) {
   $('#tally').textContent = c.backend === 'gossip' ? `${agreed + 1} of ${peers.length + 1} agree (this node included)` : '—';
   $('#leader').textContent = c.leader || (c.enabled ? 'none' : '—');
   const list = $('#peers');
-  list.replaceChildren(...peers.map((p) => el('li', { class: 'peer', 'data-status': p.status },
-    el('span', { class: 'dot ' + p.status, title: p.status }),
-    el('strong', {}, p.node_name || p.host), el('span', { class: 'muted' }, p.host),
-    el('span', {}, p.status), el('span', { class: 'muted' }, p.last_seen ? 'seen ' + ago(p.last_seen) : 'never seen'),
-    p.last_error ? el('span', { class: 'peer-err' }, p.last_error) : null)));
+  list.replaceChildren(...peers.map(peerItem));
   const lease = $('#lease');
   if (c.lease) {
     lease.hidden = false;
@@ -112,6 +130,8 @@ function renderJobs(data) {
 }
 
 function renderFleet(f) {
+  const me = f.nodes.find((n) => n.self);
+  if (me && me.node_name) $('#node-name').textContent = me.node_name;
   const box = $('#fleet');
   if (!f.enabled) {
     box.replaceChildren(el('p', { class: 'muted' }, 'This backend exchanges nothing node to node, so only this node is shown.'),
