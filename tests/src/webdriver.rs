@@ -176,6 +176,21 @@ impl Session {
         );
     }
 
+    /// Clicks the first element matching `css`, waiting for it; when the page re-renders it
+    /// between the find and the click (the dashboard rebuilds its tables on every refresh),
+    /// finds it again rather than failing on a stale reference.
+    pub fn click_css(&self, css: &str) {
+        wait_for(&format!("a clickable element matching {css}"), || {
+            let element = self.try_find(css)?;
+            let path = format!("/element/{}/click", element.0);
+            match self.command("POST", &path, Some(&json!({}))) {
+                Ok(_) => Some(()),
+                Err(e) if e.error == "stale element reference" => None,
+                Err(e) => panic!("clicking {css}: {e}"),
+            }
+        });
+    }
+
     /// Types `text` into `element`.
     pub fn send_keys(&self, element: &Element, text: &str) {
         self.expect(
