@@ -147,6 +147,25 @@ fn the_dashboard_loads_clean_with_node_name_and_job_set_id() {
     );
     save_screenshot(&browser, "dashboard.png");
     assert_no_console_errors(&browser, "after the screenshot");
+
+    // The every-second job's drawer plots its targets against its runs: green targets that
+    // ran here, each with a run bar below it.
+    browser.click_css("#jobs-table tr[data-job=heartbeat]");
+    browser.wait_for_text("#drawer-title", "heartbeat");
+    let met = wait_for("met targets and their runs in the timeline", || {
+        let v = browser.execute(
+            "const rects = [...document.querySelectorAll('#timeline svg rect')];\
+             const ran = rects.filter(r => r.getAttribute('fill') === '#2e9d57');\
+             return { targets: ran.filter(r => r.getAttribute('y') === '6').length,\
+                      runs: ran.filter(r => r.getAttribute('y') === '36').length };",
+            json!([]),
+        );
+        (v["targets"].as_u64() >= Some(3) && v["runs"].as_u64() >= Some(3)).then_some(v)
+    });
+    println!("timeline: {met}");
+    browser.wait_for_text("#history tr.run-row[data-kind=scheduled]", "ok");
+    save_screenshot(&browser, "dashboard-timeline.png");
+    assert_no_console_errors(&browser, "with the heartbeat drawer open");
 }
 
 #[test]
