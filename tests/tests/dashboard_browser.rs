@@ -1,5 +1,5 @@
 //! The dashboard in a real headless Chromium, driven over W3C WebDriver by Debian's
-//! `chromedriver` (issue 6; inventory §8.2): the page loads with no console errors and no
+//! `chromedriver` (issue 6; inventory §8.3): the page loads with no console errors and no
 //! failed requests, the cluster panel follows a live 3-node gossip cluster, run-now starts a
 //! run that appears in the drawer, `web.authToken` shows the login form, and screenshots are
 //! saved under `target/test-artifacts/`.
@@ -103,6 +103,13 @@ fn the_dashboard_loads_clean_with_node_name_and_job_set_id() {
     // The every-second job's last run shows up in its row, and in the fleet view.
     browser.wait_for_text("#jobs-table tr[data-job=heartbeat]", "ok ·");
     browser.wait_for_text("#fleet", "heartbeat");
+    // Inventory §8.3: the fleet view shows this node's live CPU and memory (`/node`); the CPU
+    // rate needs a second sample, so it fills in on a later refresh.
+    browser.wait_for_text(".fleet-node .load", "memory");
+    wait_for("a CPU rate in the fleet view", || {
+        let load = browser.text(".fleet-node .load");
+        (!load.contains("cpu …")).then_some(load)
+    });
     // A few refresh cycles go by, each of which must render without an error.
     let first = browser.wait_for_text("#refresh-state", "live");
     wait_for("a later refresh", || {
@@ -120,12 +127,12 @@ fn the_dashboard_loads_clean_with_node_name_and_job_set_id() {
         );
         assert_eq!(r["status"], 200, "a failed request: {r}");
     }
-    // The first load: the page, its two assets, and the first poll of three endpoints.
+    // The first load: the page, its two assets, and the first poll of four endpoints.
     let first_load: Vec<&str> = all
         .iter()
         .filter_map(|r| r["url"].as_str())
         .map(|u| u.trim_start_matches(&origin))
-        .take(6)
+        .take(7)
         .collect();
     for expected in [
         "",
@@ -134,6 +141,7 @@ fn the_dashboard_loads_clean_with_node_name_and_job_set_id() {
         "cluster",
         "jobs",
         "fleet",
+        "node",
     ] {
         assert!(
             first_load.contains(&expected),
@@ -230,7 +238,7 @@ fn run_now_from_the_drawer_appears_in_its_run_history() {
 }
 
 #[test]
-fn the_cluster_panel_follows_a_live_gossip_cluster() {
+fn gsp_13_the_cluster_panel_follows_a_live_gossip_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 78));
     let nodes: Vec<Coordinator> = (0..3).map(|i| files.start(i)).collect();

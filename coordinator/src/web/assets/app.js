@@ -148,19 +148,30 @@ function renderJobs(data) {
   }));
 }
 
-function renderFleet(f) {
+// This node's load from `/node`: CPU (blank until a second sample gives a rate), memory, and
+// the coordinator's own footprint. Other nodes' figures are not exchanged.
+function loadLine(n) {
+  if (!n) return null;
+  if (n.error) return el('span', { class: 'bad load' }, n.error);
+  const pct = (v) => (v === null || v === undefined ? '…' : `${v}%`);
+  const mib = (b) => (b ? `${Math.round(b / 1048576)} MiB` : '…');
+  return el('span', { class: 'muted load' },
+    `cpu ${pct(n.cpu_percent)} of ${n.cpus} CPUs · memory ${pct(n.memory_used_percent)} used · coordinator ${pct(n.process.cpu_percent)} cpu, ${mib(n.process.rss_bytes)}`);
+}
+
+function renderFleet(f, node) {
   const me = f.nodes.find((n) => n.self);
   if (me && me.node_name) $('#node-name').textContent = me.node_name;
   const box = $('#fleet');
   if (!f.enabled) {
     box.replaceChildren(el('p', { class: 'muted' }, 'This backend exchanges nothing node to node, so only this node is shown.'),
-      ...f.nodes.map(fleetNode));
+      ...f.nodes.map((n) => fleetNode(n, node)));
     return;
   }
-  box.replaceChildren(...f.nodes.map(fleetNode));
+  box.replaceChildren(...f.nodes.map((n) => fleetNode(n, node)));
 }
 
-function fleetNode(n) {
+function fleetNode(n, node) {
   const jobs = n.jobs === null
     ? el('p', { class: 'muted' }, 'no data for that node')
     : n.jobs.length === 0
@@ -168,7 +179,8 @@ function fleetNode(n) {
       : el('ul', { class: 'fleet-jobs' }, ...n.jobs.map((j) => el('li', {}, el('span', { class: 'muted' }, `${j.name} `), runCell(j))));
   const name = n.node_name || (peerMemory.get(n.host) || {}).name || n.host;
   return el('div', { class: 'fleet-node', 'data-node': name },
-    el('h3', {}, el('span', { class: 'dot ' + n.status }), name, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status)), jobs);
+    el('h3', {}, el('span', { class: 'dot ' + n.status }), name, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status),
+      n.self ? loadLine(node) : null), jobs);
 }
 
 async function openDrawer(name) {
@@ -254,8 +266,8 @@ async function runNow() {
 
 async function refresh() {
   try {
-    const [c, j, f] = await Promise.all([getJson('/cluster'), getJson('/jobs'), getJson('/fleet')]);
-    renderCluster(c); renderJobs(j); renderFleet(f);
+    const [c, j, f, n] = await Promise.all([getJson('/cluster'), getJson('/jobs'), getJson('/fleet'), getJson('/node')]);
+    renderCluster(c); renderJobs(j); renderFleet(f, n);
     await refreshDrawer();
     const s = $('#refresh-state');
     s.textContent = 'live · ' + new Date().toLocaleTimeString();
