@@ -346,6 +346,7 @@ fn with_an_auth_token_the_login_form_leads_to_the_dashboard() {
             .filter(|_| browser.try_find("#jobs-table").is_none())
     });
     browser.wait_for_text("body", "That token was not accepted");
+    save_screenshot(&browser, "dashboard-login-wrong-token.png");
     let _ = browser.browser_log();
 
     // The right one (with characters the cookie must escape) opens the dashboard.
