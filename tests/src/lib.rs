@@ -13,6 +13,7 @@ pub mod gossip;
 pub mod lease;
 pub mod netns;
 pub mod partition;
+pub mod webdriver;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -357,7 +358,7 @@ pub fn http_with(
     })
 }
 
-fn dechunk(mut body: &str) -> String {
+pub(crate) fn dechunk(mut body: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = body.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else {

@@ -134,15 +134,23 @@ pub(super) async fn require_token(
     response
 }
 
-/// A self-contained login form: stores the token as the cookie and reloads.
+/// A self-contained login form: stores the token as the cookie and reloads. It is served only
+/// when no accepted token came with the request, so a `cronstable_token` cookie already set
+/// means the last one typed was wrong, and the form says so. The empty `data:` icon keeps the
+/// browser from requesting `/favicon.ico` (a 404 in its console).
 const LOGIN_PAGE: &str = r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cronstable: sign in</title>
-<style>body{font:15px system-ui,sans-serif;margin:4rem auto;max-width:24rem}
-input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin-top:.5rem}</style>
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">
+<style>body{font:15px system-ui,sans-serif;margin:4rem auto;max-width:24rem;padding:0 1rem;color:#1d232a}
+input,button{font:inherit;padding:.4rem;width:100%;box-sizing:border-box;margin-top:.5rem}
+button{background:#3b78c2;color:#fff;border:1px solid #3b78c2;border-radius:4px;cursor:pointer}
+#e{color:#d23c3c}</style>
 </head><body><h1>cronstable</h1><p>This dashboard is protected by <code>web.authToken</code>.</p>
+<p id="e" hidden>That token was not accepted.</p>
 <form id="f"><input id="t" type="password" placeholder="token" autocomplete="current-password" autofocus>
 <button>Sign in</button></form>
-<script>document.getElementById('f').addEventListener('submit',function(e){e.preventDefault();
+<script>if(/(^|; )cronstable_token=/.test(document.cookie))document.getElementById('e').hidden=false;
+document.getElementById('f').addEventListener('submit',function(e){e.preventDefault();
 document.cookie='cronstable_token='+encodeURIComponent(document.getElementById('t').value)+'; path=/; SameSite=Strict';
 location.reload();});</script></body></html>"#;
 

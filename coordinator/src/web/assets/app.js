@@ -29,12 +29,27 @@ async function getJson(path) {
   return body;
 }
 
+function span(a) {
+  if (a < 60) return `${a}s`;
+  if (a < 3600) return `${Math.round(a / 60)}m`;
+  if (a < 48 * 3600) return `${Math.round(a / 3600)}h`;
+  return `${Math.round(a / 86400)}d`;
+}
+
+// A time relative to now: `in 5s`, `3m ago`, `in 28d`.
 function ago(iso) {
   if (!iso) return '—';
   const s = Math.round((Date.parse(iso) - Date.now()) / 1000);
-  const a = Math.abs(s);
-  const txt = a < 60 ? `${a}s` : a < 3600 ? `${Math.round(a / 60)}m` : `${Math.round(a / 3600)}h`;
-  return s >= 0 ? `in ${txt}` : `${txt} ago`;
+  if (s === 0) return 'now';
+  return s > 0 ? `in ${span(s)}` : `${span(-s)} ago`;
+}
+
+// A time known to be past (a finished run, a poll): the server's clock may run a little ahead
+// of the browser's, which must not turn into `in 0s`.
+function since(iso) {
+  if (!iso) return '—';
+  const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
+  return s < 2 ? 'just now' : `${span(s)} ago`;
 }
 
 function roleOf(c) {
@@ -46,8 +61,31 @@ function roleOf(c) {
   return c.is_leader ? ['leader', 'leader'] : ['follower', ''];
 }
 
+// `/cluster` nulls an unreachable peer's name and last-seen time, yet that is exactly when an
+// operator needs to know which node went away: remember both per host while the page is open.
+const peerMemory = new Map();
+
+function peerItem(p) {
+  const known = peerMemory.get(p.host) || {};
+  if (p.node_name) known.name = p.node_name;
+  if (p.last_seen) known.seen = p.last_seen;
+  peerMemory.set(p.host, known);
+  const name = p.node_name || known.name;
+  const seen = p.last_seen || known.seen;
+  const stale = !p.node_name && Boolean(known.name);
+  return el('li', { class: 'peer', 'data-status': p.status, 'data-host': p.host },
+    el('span', { class: 'dot ' + p.status, title: p.status }),
+    el('strong', { title: stale ? 'the name this peer reported before it became unreachable' : '' }, name || p.host),
+    el('span', { class: 'muted host', title: p.host }, name ? p.host : ''),
+    el('span', { class: 'peer-state' }, el('span', { class: 'peer-status ' + p.status }, p.status),
+      el('span', { class: 'muted' }, seen ? ` · ${stale ? 'last ' : ''}seen ${since(seen)}` : ' · never seen')),
+    p.last_error ? el('span', { class: 'peer-err' }, p.last_error) : null);
+}
+
 function renderCluster(c) {
-  $('#node-name').textContent = c.node_name || '…';
+  // Without a cluster section `/cluster` is the bare seed body, with no node name; the self
+  // entry of `/fleet` (rendered next) fills it in.
+  if (c.node_name) $('#node-name').textContent = c.node_name;
   $('#backend').textContent = c.enabled ? c.backend : 'none';
   const [role, cls] = roleOf(c);
   const roleEl = $('#role');
@@ -59,11 +97,7 @@ function renderCluster(c) {
   $('#tally').textContent = c.backend === 'gossip' ? `${agreed + 1} of ${peers.length + 1} agree (this node included)` : '—';
   $('#leader').textContent = c.leader || (c.enabled ? 'none' : '—');
   const list = $('#peers');
-  list.replaceChildren(...peers.map((p) => el('li', { class: 'peer', 'data-status': p.status },
-    el('span', { class: 'dot ' + p.status, title: p.status }),
-    el('strong', {}, p.node_name || p.host), el('span', { class: 'muted' }, p.host),
-    el('span', {}, p.status), el('span', { class: 'muted' }, p.last_seen ? 'seen ' + ago(p.last_seen) : 'never seen'),
-    p.last_error ? el('span', { class: 'peer-err' }, p.last_error) : null)));
+  list.replaceChildren(...peers.map(peerItem));
   const lease = $('#lease');
   if (c.lease) {
     lease.hidden = false;
@@ -79,11 +113,14 @@ function renderCluster(c) {
   $('#banners').replaceChildren(...banners.map((b) => el('div', { class: 'banner' }, b)));
 }
 
+// A job's state: running or not, and how its last finished run went. A frequent job is
+// running at most refreshes, so its last result is shown beside `running` too.
 function runCell(j) {
-  if (j.running) return el('span', { class: 'run' }, 'running');
   const r = j.lastRun;
-  if (!r) return el('span', { class: 'muted' }, j.lastDecision ? `${j.lastDecision.verdict}: ${j.lastDecision.reason}` : 'never');
-  return el('span', { class: r.succeeded ? 'ok' : 'bad' }, `${r.succeeded ? 'ok' : exitText(r)} · ${ago(r.finishedAt)}`);
+  const last = r ? el('span', { class: r.succeeded ? 'ok' : 'bad' }, `${r.succeeded ? 'ok' : exitText(r)} · ${since(r.finishedAt)}`) : null;
+  if (j.running) return el('span', {}, el('span', { class: 'run' }, 'running'), last ? ' · last ' : null, last);
+  if (last) return last;
+  return el('span', { class: 'muted' }, j.lastDecision ? `${j.lastDecision.verdict}: ${j.lastDecision.reason}` : 'never');
 }
 
 function exitText(r) {
@@ -111,22 +148,39 @@ function renderJobs(data) {
   }));
 }
 
-function renderFleet(f) {
+// This node's load from `/node`: CPU (blank until a second sample gives a rate), memory, and
+// the coordinator's own footprint. Other nodes' figures are not exchanged.
+function loadLine(n) {
+  if (!n) return null;
+  if (n.error) return el('span', { class: 'bad load' }, n.error);
+  const pct = (v) => (v === null || v === undefined ? '…' : `${v}%`);
+  const mib = (b) => (b ? `${Math.round(b / 1048576)} MiB` : '…');
+  return el('span', { class: 'muted load' },
+    `cpu ${pct(n.cpu_percent)} of ${n.cpus} CPUs · memory ${pct(n.memory_used_percent)} used · coordinator ${pct(n.process.cpu_percent)} cpu, ${mib(n.process.rss_bytes)}`);
+}
+
+function renderFleet(f, node) {
+  const me = f.nodes.find((n) => n.self);
+  if (me && me.node_name) $('#node-name').textContent = me.node_name;
   const box = $('#fleet');
   if (!f.enabled) {
     box.replaceChildren(el('p', { class: 'muted' }, 'This backend exchanges nothing node to node, so only this node is shown.'),
-      ...f.nodes.map(fleetNode));
+      ...f.nodes.map((n) => fleetNode(n, node)));
     return;
   }
-  box.replaceChildren(...f.nodes.map(fleetNode));
+  box.replaceChildren(...f.nodes.map((n) => fleetNode(n, node)));
 }
 
-function fleetNode(n) {
+function fleetNode(n, node) {
   const jobs = n.jobs === null
     ? el('p', { class: 'muted' }, 'no data for that node')
-    : el('div', {}, ...n.jobs.map((j) => el('span', { class: 'muted' }, `${j.name}: `, runCell(j), ' · ')));
-  return el('div', { class: 'fleet-node', 'data-node': n.node_name || n.host },
-    el('h3', {}, el('span', { class: 'dot ' + n.status }), n.node_name || n.host, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status)), jobs);
+    : n.jobs.length === 0
+      ? el('p', { class: 'muted' }, 'no jobs registered')
+      : el('ul', { class: 'fleet-jobs' }, ...n.jobs.map((j) => el('li', {}, el('span', { class: 'muted' }, `${j.name} `), runCell(j))));
+  const name = n.node_name || (peerMemory.get(n.host) || {}).name || n.host;
+  return el('div', { class: 'fleet-node', 'data-node': name },
+    el('h3', {}, el('span', { class: 'dot ' + n.status }), name, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status),
+      n.self ? loadLine(node) : null), jobs);
 }
 
 async function openDrawer(name) {
@@ -165,11 +219,14 @@ function timeline(f) {
   const svg = document.createElementNS(NS, 'svg');
   const from = Date.parse(f.from), to = Date.parse(f.to), span = Math.max(1, to - from);
   svg.setAttribute('viewBox', '0 0 1000 64');
+  svg.setAttribute('role', 'img');
   svg.setAttribute('preserveAspectRatio', 'none');
   const x = (t) => ((t - from) / span) * 1000;
   const rect = (x0, y, w, h, cls, title) => {
     const r = document.createElementNS(NS, 'rect');
-    r.setAttribute('x', x0.toFixed(1)); r.setAttribute('y', y); r.setAttribute('width', Math.max(1.5, w).toFixed(1)); r.setAttribute('height', h);
+    // A run of a few milliseconds is still drawn wide enough to see, and kept inside the plot.
+    const width = Math.max(3, w);
+    r.setAttribute('x', Math.min(x0, 1000 - width).toFixed(1)); r.setAttribute('y', y); r.setAttribute('width', width.toFixed(1)); r.setAttribute('height', h);
     r.setAttribute('fill', { ran: '#2e9d57', running: '#3b78c2', elsewhere: '#b7c7db', unknown: '#e3e6ea' }[cls] || '#d23c3c');
     const t = document.createElementNS(NS, 'title'); t.textContent = title; r.append(t);
     svg.append(r);
@@ -186,12 +243,10 @@ function timeline(f) {
     const s = Date.parse(r.startedAt), e = Date.parse(r.finishedAt);
     rect(x(s), 50, x(e) - x(s), 8, r.succeeded ? 'ran' : 'failed', `${r.kind} run ${r.startedAt}`);
   }
-  if (!f.firings.length && !(f.otherRuns || []).length) {
-    const t = document.createElementNS(NS, 'text');
-    t.setAttribute('x', 10); t.setAttribute('y', 36); t.textContent = 'no nominal instants in this window';
-    svg.append(t);
-  }
-  return svg;
+  const box = el('div', { class: 'timeline' }, svg,
+    el('div', { class: 'axis muted' }, el('span', {}, '30 min ago'),
+      f.firings.length ? null : el('span', {}, 'no scheduled instants in this window'), el('span', {}, 'now')));
+  return box;
 }
 
 async function runNow() {
@@ -211,8 +266,8 @@ async function runNow() {
 
 async function refresh() {
   try {
-    const [c, j, f] = await Promise.all([getJson('/cluster'), getJson('/jobs'), getJson('/fleet')]);
-    renderCluster(c); renderJobs(j); renderFleet(f);
+    const [c, j, f, n] = await Promise.all([getJson('/cluster'), getJson('/jobs'), getJson('/fleet'), getJson('/node')]);
+    renderCluster(c); renderJobs(j); renderFleet(f, n);
     await refreshDrawer();
     const s = $('#refresh-state');
     s.textContent = 'live · ' + new Date().toLocaleTimeString();
