@@ -34,6 +34,10 @@ need_pkg promtool prometheus
 # units are checked by systemd-analyze verify (tests/tests/deploy_artifacts.rs).
 need_pkg cron cron
 need_pkg systemd-analyze systemd
+# The dashboard's browser tests drive headless Chromium over WebDriver
+# (tests/tests/dashboard_browser.rs).
+need_pkg chromium chromium
+need_pkg chromedriver chromium-driver
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
