@@ -14,6 +14,7 @@
 //! ([`ManagedView::lead_until`], [`ManagedView::quorate_until`]) that [`ClusterView::gate_for`]
 //! checks against the caller's `now`: a lease holder demotes itself on time with no I/O at all.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -90,6 +91,19 @@ pub struct ManagedView {
     /// The view stops counting as quorate at this instant (lease: last store contact + one
     /// duration). `None`: no local deadline.
     pub quorate_until: Option<Instant>,
+    /// Which deferred `@reboot` one-shots already ran in the cluster (RBT-06), on backends
+    /// that keep the record (gossip); `None` where nothing is kept.
+    pub reboot_ran: Option<Arc<RebootRanRecord>>,
+}
+
+/// The `@reboot` one-shots known to have run, and the job set the record is about.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RebootRanRecord {
+    /// The job-set ID the record was made under. A one-shot decided under another job set
+    /// waits for the next round rather than trust a record about a different set.
+    pub job_set_id: String,
+    /// The jobs: the gate skips their one-shot as `already_ran`.
+    pub jobs: BTreeSet<String>,
 }
 
 /// The lease-backend part of a [`ManagedView`].
@@ -164,6 +178,12 @@ impl ClusterView {
                     spread: view.spread,
                     leader_owner,
                     availability_owner,
+                    reboot_ran: view
+                        .reboot_ran
+                        .as_ref()
+                        .is_some_and(|r| r.jobs.contains(job)),
+                    // Needs the current job set, which the caller knows (`should_run`).
+                    reboot_ran_unknown: false,
                 })
             }
         }
@@ -238,6 +258,8 @@ pub type ShutdownSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What a backend is handed when it starts.
 pub struct BackendContext {
+    /// Deferred `@reboot` one-shots this node's executors started (RBT-06).
+    pub reboot_ran: crate::reboot_ran::RebootRan,
     /// The node's view: the backend is its only writer.
     pub view: watch::Sender<ClusterView>,
     /// The registered job set (its ID is what gossip attests).

@@ -40,6 +40,7 @@ pub mod listeners;
 pub mod metrics;
 pub mod next_fire;
 pub mod notify;
+pub mod reboot_ran;
 pub mod state;
 pub mod status;
 pub mod summary;
@@ -188,6 +189,7 @@ pub async fn run(
         stopped(),
     ));
     let backend_task = tokio::spawn(backend.run(BackendContext {
+        reboot_ran: state.reboot_ran.clone(),
         view: view_tx,
         job_set: state.registry.subscribe(),
         ledger: state.ledger.clone(),

@@ -6,14 +6,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::fingerprint::firing_id;
-use cronstable_core::{Decision, FiringKind, decide};
+use cronstable_core::{ClusterPolicy, Decision, FiringKind, Gate, decide};
 use tokio::sync::{mpsc, watch};
 
-use crate::cluster::ClusterView;
+use crate::cluster::{ClusterView, Election};
 use crate::jobs::JobRegistry;
 use crate::ledger::{Event, Ledger, Record};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::reboot_ran::RebootRan;
 
 /// An instruction for one executor, delivered over its Watch stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +79,8 @@ pub struct CoordinatorState {
     pub ledger: Ledger,
     /// The Prometheus series.
     pub metrics: Metrics,
+    /// Deferred `@reboot` one-shots this node's executors started, for the backend to share.
+    pub reboot_ran: RebootRan,
     /// The `notify:` webhook, when configured: told about failed runs.
     notifier: Option<Notifier>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
@@ -92,6 +95,7 @@ impl CoordinatorState {
             registry: JobRegistry::new(),
             ledger: Ledger::new(),
             metrics: Metrics::new(),
+            reboot_ran: RebootRan::new(),
             notifier: None,
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
@@ -108,6 +112,16 @@ impl CoordinatorState {
     /// to the webhook.
     pub fn record(&self, record: Record) {
         self.metrics.observe(&record);
+        if record.kind == FiringKind::Reboot && matches!(record.event, Event::Started { .. }) {
+            let set = self.registry.current();
+            // EveryNode boot work is per node; only the deferred kinds are run once (RBT-05).
+            if set
+                .get(&record.job)
+                .is_some_and(|j| j.spec.cluster_policy != ClusterPolicy::EveryNode)
+            {
+                self.reboot_ran.mark(&set.id.to_string(), &record.job);
+            }
+        }
         if let (Some(n), Some(payload)) = (&self.notifier, failure_payload(&record)) {
             n.send(crate::config::NotifyEvent::JobFailure, payload);
         }
@@ -137,7 +151,14 @@ impl CoordinatorState {
         let (decision, owner, fence, node) = {
             let view = self.view.borrow();
             let now = tokio::time::Instant::now();
-            let decision = decide(policy, kind, view.gate_for(job, now));
+            let mut gate = view.gate_for(job, now);
+            if let (Gate::Manager(g), Election::Managed(m)) = (&mut gate, &view.election) {
+                g.reboot_ran_unknown = m
+                    .reboot_ran
+                    .as_ref()
+                    .is_some_and(|r| r.job_set_id != set.id.to_string());
+            }
+            let decision = decide(policy, kind, gate);
             let run = decision.verdict == cronstable_core::Verdict::Run;
             let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
             (

@@ -201,13 +201,42 @@ pub fn firing_env(
     env
 }
 
+/// How often a pending @reboot one-shot whose job left the job file looks for it again.
+const PENDING_RECHECK: Duration = Duration::from_secs(2);
+
+/// What a pending deferred @reboot one-shot does given the shim's current jobs.
+#[derive(Debug, PartialEq, Eq)]
+enum PendingReboot {
+    /// The name is there and still a deferrable @reboot job: this (current) definition runs.
+    Run(Arc<JobSpec>),
+    /// The name is missing (a templating glitch, remove-then-re-add): stay pending (RBT-07).
+    Wait,
+    /// The name now belongs to an EveryNode or scheduled job: the one-shot is gone (RBT-08).
+    Gone,
+}
+
+fn pending_reboot(jobs: &[LoadedJob], name: &str) -> PendingReboot {
+    match jobs.iter().find(|j| j.spec.name == name) {
+        None => PendingReboot::Wait,
+        Some(j) if j.spec.is_reboot() && j.spec.cluster_policy != ClusterPolicy::EveryNode => {
+            PendingReboot::Run(j.spec.clone())
+        }
+        Some(_) => PendingReboot::Gone,
+    }
+}
+
 /// Runs one firing of `job` due at `scheduled_at`, with its retries.
 pub async fn fire(
     ctx: FiringContext,
-    job: Arc<JobSpec>,
+    mut job: Arc<JobSpec>,
     scheduled_at: DateTime<Utc>,
     first: FiringKind,
 ) {
+    // A Leader/PreferLeader @reboot one-shot can wait a long time for the cluster to converge;
+    // a reload meanwhile decides what, if anything, it runs (RBT-07, RBT-08).
+    let deferred_one_shot =
+        first == FiringKind::Reboot && job.cluster_policy != ClusterPolicy::EveryNode;
+    let mut told_vanished = false;
     let at_ms = scheduled_at.timestamp_millis();
     let max_attempts = job.retry.retries.saturating_add(1);
     let asked_from = tokio::time::Instant::now();
@@ -217,6 +246,41 @@ pub async fn fire(
     loop {
         if ctx.stopping() {
             return;
+        }
+        if deferred_one_shot && kind == FiringKind::Reboot {
+            let current = pending_reboot(&ctx.jobs.borrow(), &job.name);
+            match current {
+                PendingReboot::Run(spec) => {
+                    if spec != job {
+                        tracing::info!(
+                            job = job.name,
+                            "@reboot job redefined while its one-shot was pending; the current definition will run"
+                        );
+                        job = spec;
+                    }
+                    told_vanished = false;
+                }
+                PendingReboot::Wait => {
+                    if !told_vanished {
+                        tracing::info!(
+                            job = job.name,
+                            "@reboot job left the job file while its one-shot was pending; it stays pending until the name returns"
+                        );
+                        told_vanished = true;
+                    }
+                    if !ctx.pause(PENDING_RECHECK).await {
+                        return;
+                    }
+                    continue;
+                }
+                PendingReboot::Gone => {
+                    tracing::info!(
+                        job = job.name,
+                        "job is no longer a Leader/PreferLeader @reboot job; its pending boot-time one-shot is dropped"
+                    );
+                    return;
+                }
+            }
         }
         if kind != FiringKind::Manual
             && job.concurrency_policy == ConcurrencyPolicy::Forbid
@@ -486,5 +550,37 @@ mod tests {
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
+    }
+
+    fn loaded(name: &str, schedule: &str, policy: ClusterPolicy, command: &str) -> LoadedJob {
+        let mut spec = JobSpec::new(name, schedule, command);
+        spec.cluster_policy = policy;
+        LoadedJob {
+            schedule: cronstable_core::schedule::Schedule::parse(schedule, None).unwrap(),
+            spec: Arc::new(spec),
+        }
+    }
+
+    #[test]
+    fn rbt_07_08_a_pending_one_shot_follows_the_current_job_file() {
+        use ClusterPolicy::{EveryNode, Leader, PreferLeader};
+        let now = loaded("migrate", "@reboot", Leader, "./migrate v2");
+        // The current definition runs, not the one captured at boot.
+        assert_eq!(
+            pending_reboot(std::slice::from_ref(&now), "migrate"),
+            PendingReboot::Run(now.spec.clone())
+        );
+        let prefer = loaded("migrate", "@reboot", PreferLeader, "./migrate");
+        assert!(matches!(
+            pending_reboot(&[prefer], "migrate"),
+            PendingReboot::Run(_)
+        ));
+        // Vanished: stays pending until the name returns.
+        assert_eq!(pending_reboot(&[], "migrate"), PendingReboot::Wait);
+        // Reused for a job that is not a deferrable @reboot: the one-shot is gone.
+        let every = loaded("migrate", "@reboot", EveryNode, "./migrate");
+        assert_eq!(pending_reboot(&[every], "migrate"), PendingReboot::Gone);
+        let scheduled = loaded("migrate", "0 3 * * *", Leader, "./migrate");
+        assert_eq!(pending_reboot(&[scheduled], "migrate"), PendingReboot::Gone);
     }
 }

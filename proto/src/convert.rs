@@ -176,6 +176,7 @@ pub fn reason_to_wire(reason: Reason) -> pb::Reason {
         Reason::CoordinatorUnreachable => pb::Reason::CoordinatorUnreachable,
         Reason::ConcurrencyPolicy => pb::Reason::ConcurrencyPolicy,
         Reason::TooLate => pb::Reason::TooLate,
+        Reason::AlreadyRan => pb::Reason::AlreadyRan,
     }
 }
 

@@ -13,6 +13,8 @@
 //! | 1 | election off | run (every node runs everything) |
 //! | 2 | policy EveryNode | run, even without a manager |
 //! | 3 | no manager | Leader skips; PreferLeader runs |
+//! | 3a | @reboot one-shot, ran-record not yet read for this job set | defer (RBT-22) |
+//! | 3b | @reboot one-shot that already ran in the cluster | skip (RBT-06) |
 //! | 4 | conflict visible | Leader skips (defers for retries and @reboot) |
 //! | 5 | PreferLeader | run only on the availability owner; held during convergence |
 //! | 6 | Leader | run only on the quorum-gated leader / per-job owner |
@@ -82,6 +84,13 @@ pub struct ManagerView {
     pub leader_owner: bool,
     /// This node is the availability owner of this job (the PreferLeader rule).
     pub availability_owner: bool,
+    /// The job is an `@reboot` job whose deferred one-shot already ran somewhere in the
+    /// cluster under the current job set (gossip's `ran_reboot_jobs`, RBT-06).
+    pub reboot_ran: bool,
+    /// What ran is not known for the current job set yet (the backend's record was made under
+    /// another one, e.g. in the round before a registration): a one-shot waits for it rather
+    /// than risk a second run (the read-side closure of RBT-22).
+    pub reboot_ran_unknown: bool,
 }
 
 /// The answer for one firing.
@@ -137,11 +146,14 @@ pub enum Reason {
     ConcurrencyPolicy,
     /// The firing came later than the lateness bound (executor-side).
     TooLate,
+    /// A Leader or PreferLeader `@reboot` one-shot already ran in the cluster under the current
+    /// job set (RBT-06, RBT-21): it is not run again.
+    AlreadyRan,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Self::ElectionOff,
         Self::Manual,
         Self::EveryNode,
@@ -156,6 +168,7 @@ impl Reason {
         Self::CoordinatorUnreachable,
         Self::ConcurrencyPolicy,
         Self::TooLate,
+        Self::AlreadyRan,
     ];
 
     /// Stable snake_case code for JSON, metrics labels and logs.
@@ -175,6 +188,7 @@ impl Reason {
             Self::CoordinatorUnreachable => "coordinator_unreachable",
             Self::ConcurrencyPolicy => "concurrency_policy",
             Self::TooLate => "too_late",
+            Self::AlreadyRan => "already_ran",
         }
     }
 
@@ -197,6 +211,9 @@ impl Reason {
                 "the previous run is still going and the job forbids overlap"
             }
             Self::TooLate => "the firing came later than the lateness bound",
+            Self::AlreadyRan => {
+                "this @reboot job already ran in the cluster under the current job set"
+            }
         }
     }
 }
@@ -261,6 +278,13 @@ pub fn decide(policy: ClusterPolicy, kind: FiringKind, gate: Gate) -> Decision {
             Decision::skip(reason)
         }
     };
+    // A deferred one-shot runs once per cluster, not once per node or per leader (RBT-06).
+    if kind == FiringKind::Reboot && view.reboot_ran_unknown {
+        return Decision::defer(Reason::ConvergenceHold);
+    }
+    if kind == FiringKind::Reboot && view.reboot_ran {
+        return Decision::skip(Reason::AlreadyRan);
+    }
     match policy {
         ClusterPolicy::EveryNode => Decision::run(Reason::EveryNode),
         ClusterPolicy::PreferLeader => {

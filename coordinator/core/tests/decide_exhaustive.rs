@@ -6,7 +6,9 @@
 
 mod common;
 
-use cronstable_core::{ClusterPolicy, Decision, FiringKind, Gate, Reason, Verdict, decide};
+use cronstable_core::{
+    ClusterPolicy, Decision, FiringKind, Gate, ManagerView, Reason, Verdict, decide,
+};
 
 /// Reasons that may accompany a run.
 const RUN_REASONS: [Reason; 6] = [
@@ -19,7 +21,8 @@ const RUN_REASONS: [Reason; 6] = [
 ];
 
 /// Reasons that may accompany a skip or a deferral (denials).
-const DENIAL_REASONS: [Reason; 6] = [
+const DENIAL_REASONS: [Reason; 7] = [
+    Reason::AlreadyRan,
     Reason::NoManager,
     Reason::Conflict,
     Reason::NoQuorum,
@@ -45,7 +48,11 @@ fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision)
             ));
         }
     }
-    assert_eq!(count, 3 * 4 * 66, "the input space is not fully enumerated");
+    assert_eq!(
+        count,
+        3 * 4 * 258,
+        "the input space is not fully enumerated"
+    );
     assert!(
         violations.is_empty(),
         "rule violated: {rule}\n{} of {count} combinations:\n{}",
@@ -104,7 +111,8 @@ fn leader_runs_only_when_quorate_unconflicted_and_owner() {
         "under a manager, Leader runs iff quorate && !conflict && leader_owner",
         |policy, kind, gate, d| match (policy, kind, gate) {
             (ClusterPolicy::Leader, k, Gate::Manager(v)) if k != FiringKind::Manual => {
-                (d.verdict == Verdict::Run) == (v.quorate && !v.conflict && v.leader_owner)
+                let ran = k == FiringKind::Reboot && (v.reboot_ran || v.reboot_ran_unknown);
+                (d.verdict == Verdict::Run) == (v.quorate && !v.conflict && v.leader_owner && !ran)
             }
             _ => true,
         },
@@ -117,7 +125,8 @@ fn prefer_leader_ignores_quorum_and_conflicts() {
         "under a manager, PreferLeader runs iff !converging && availability_owner",
         |policy, kind, gate, d| match (policy, kind, gate) {
             (ClusterPolicy::PreferLeader, k, Gate::Manager(v)) if k != FiringKind::Manual => {
-                (d.verdict == Verdict::Run) == (!v.converging && v.availability_owner)
+                let ran = k == FiringKind::Reboot && (v.reboot_ran || v.reboot_ran_unknown);
+                (d.verdict == Verdict::Run) == (!v.converging && v.availability_owner && !ran)
             }
             _ => true,
         },
@@ -167,7 +176,7 @@ fn deferrable_firings_skip_only_on_a_confirmed_owner_elsewhere() {
                 || d.verdict != Verdict::Skip
                 || matches!(
                     d.reason,
-                    Reason::NotLeader | Reason::NotOwner | Reason::NoManager
+                    Reason::NotLeader | Reason::NotOwner | Reason::NoManager | Reason::AlreadyRan
                 )
         },
     );
@@ -258,6 +267,55 @@ fn a_deferral_is_the_same_denial_a_scheduled_firing_skips_on() {
                     && matches!(scheduled.reason, Reason::NotLeader | Reason::NotOwner)
                     && scheduled.verdict == Verdict::Skip
                     && kind.defers())
+                // A one-shot's own wait for the ran-record has no scheduled counterpart.
+                || (kind == FiringKind::Reboot
+                    && matches!(gate, Gate::Manager(v) if v.reboot_ran_unknown))
+        },
+    );
+}
+
+#[test]
+fn rbt_06_a_reboot_that_already_ran_is_skipped_and_the_flag_touches_nothing_else() {
+    for_all(
+        "reboot_ran skips a managed Leader/PreferLeader @reboot and changes no other decision",
+        |policy, kind, gate, d| match gate {
+            Gate::Manager(v) if v.reboot_ran && !v.reboot_ran_unknown => {
+                let without = decide(
+                    policy,
+                    kind,
+                    Gate::Manager(ManagerView {
+                        reboot_ran: false,
+                        ..v
+                    }),
+                );
+                if kind == FiringKind::Reboot && policy != ClusterPolicy::EveryNode {
+                    d == Decision::skip(Reason::AlreadyRan)
+                } else {
+                    d == without
+                }
+            }
+            _ => d.reason != Reason::AlreadyRan,
+        },
+    );
+}
+
+#[test]
+fn rbt_22_a_reboot_waits_while_what_ran_is_unknown_and_the_flag_touches_nothing_else() {
+    for_all(
+        "reboot_ran_unknown defers a managed Leader/PreferLeader @reboot, nothing else",
+        |policy, kind, gate, d| match gate {
+            Gate::Manager(v) if v.reboot_ran_unknown => {
+                if kind == FiringKind::Reboot && policy != ClusterPolicy::EveryNode {
+                    d == Decision::defer(Reason::ConvergenceHold)
+                } else {
+                    let known = ManagerView {
+                        reboot_ran_unknown: false,
+                        ..v
+                    };
+                    d == decide(policy, kind, Gate::Manager(known))
+                }
+            }
+            _ => true,
         },
     );
 }

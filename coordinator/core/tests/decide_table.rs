@@ -87,6 +87,13 @@ fn parse_row(at: String, line: &str) -> Row {
                 spread: flag("spread"),
                 leader_owner: flag("leader_owner"),
                 availability_owner: flag("availability_owner"),
+                // Optional, default no: only @reboot rows need it (RBT-06).
+                reboot_ran: keys
+                    .remove("reboot_ran")
+                    .is_some_and(|v| yes_no(&at, "reboot_ran", v)),
+                reboot_ran_unknown: keys
+                    .remove("reboot_ran_unknown")
+                    .is_some_and(|v| yes_no(&at, "reboot_ran_unknown", v)),
             })
         }
         other => panic!("{at}: unknown gate {other:?}"),

@@ -35,10 +35,13 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::poller::{ClientTls, PollResult, Poller};
 use super::server::{self, PeerEndpoint};
 use super::tls::{TlsError, TlsFiles, TlsMaterial};
-use super::wire::{JobSummary, ServedBody};
-use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election, ManagedView};
+use super::wire::{JobSummary, MAX_LIST, ServedBody};
+use crate::cluster::{
+    BackendContext, ClusterBackend, ClusterView, Election, ManagedView, RebootRanRecord,
+};
 use crate::config::address::HostPort;
 use crate::config::cluster::{ClusterConfig, TlsPaths};
+use crate::reboot_ran::LearnedRebootRan;
 use crate::status::{ClusterStatus, GossipStatus, PeerRow};
 use crate::summary::RunSummaries;
 
@@ -309,6 +312,8 @@ impl GossipBackend {
         let mut state = GossipState::new(s.peers.len(), 0);
         let started = Instant::now();
         let mut edges = Edges::default();
+        let mut learned_ran = LearnedRebootRan::new();
+        let mut known_ran = std::collections::BTreeSet::new();
 
         let mut rounds = tokio::time::interval(s.interval);
         rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -358,7 +363,19 @@ impl GossipBackend {
             log_events(&rv, s);
             edges.log(&rv, &local);
 
-            let body = ServedBody::encode(&rv.report(&local, Vec::new()), summary.jobs());
+            let peer_ran = latest.iter().filter_map(|o| match o {
+                PollOutcome::Report(r) => {
+                    Some((r.job_set_id.as_str(), r.ran_reboot_jobs.as_slice()))
+                }
+                _ => None,
+            });
+            let reboot_ran = learned_ran.merge(&local.job_set_id, peer_ran, &ctx.reboot_ran);
+            if reboot_ran != known_ran {
+                tracing::info!(jobs = ?reboot_ran, "cluster: @reboot one-shots known to have run under this job set");
+                known_ran.clone_from(&reboot_ran);
+            }
+            let advertised: Vec<String> = reboot_ran.iter().take(MAX_LIST).cloned().collect();
+            let body = ServedBody::encode(&rv.report(&local, advertised), summary.jobs());
             body_tx.send_if_modified(|cur| {
                 let changed = cur.etag != body.etag;
                 if changed {
@@ -372,6 +389,7 @@ impl GossipBackend {
                 &last_seen_ms,
                 &peer_jobs,
                 round_start,
+                reboot_ran,
             ));
         }
 
@@ -390,6 +408,7 @@ impl GossipBackend {
         last_seen_ms: &[Option<i64>],
         peer_jobs: &[Option<Arc<Vec<JobSummary>>>],
         round_start: Instant,
+        reboot_ran: std::collections::BTreeSet<String>,
     ) -> ClusterView {
         let s = &self.settings;
         let spread = s.distribution == Distribution::Spread;
@@ -410,6 +429,10 @@ impl GossipBackend {
                 lease: None,
                 lead_until: Some(stale_at),
                 quorate_until: Some(stale_at),
+                reboot_ran: Some(Arc::new(RebootRanRecord {
+                    job_set_id: local.job_set_id.clone(),
+                    jobs: reboot_ran,
+                })),
             })
         } else {
             Election::Off

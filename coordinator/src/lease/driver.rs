@@ -327,6 +327,7 @@ pub fn spawn(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (job_tx, job_rx) = tokio::sync::watch::channel(Arc::default());
     let ctx = BackendContext {
+        reboot_ran: crate::reboot_ran::RebootRan::new(),
         view: tx,
         job_set: job_rx,
         ledger: crate::ledger::Ledger::new(),

@@ -10,15 +10,17 @@ const KINDS: [FiringKind; 4] = [
     FiringKind::Manual,
 ];
 
-/// Every manager view: all 2^6 combinations of its six flags.
+/// Every manager view: all 2^8 combinations of its eight flags.
 fn all_views() -> impl Iterator<Item = ManagerView> {
-    (0u8..64).map(|bits| ManagerView {
+    (0u16..256).map(|bits| ManagerView {
         conflict: bits & 1 != 0,
         quorate: bits & 2 != 0,
         converging: bits & 4 != 0,
         spread: bits & 8 != 0,
         leader_owner: bits & 16 != 0,
         availability_owner: bits & 32 != 0,
+        reboot_ran: bits & 64 != 0,
+        reboot_ran_unknown: bits & 128 != 0,
     })
 }
 
@@ -29,7 +31,7 @@ fn all_gates() -> impl Iterator<Item = Gate> {
         .chain(all_views().map(Gate::Manager))
 }
 
-/// The whole input space: 3 policies × 4 kinds × 66 gates.
+/// The whole input space: 3 policies × 4 kinds × 258 gates.
 pub(crate) fn all_inputs() -> impl Iterator<Item = (ClusterPolicy, FiringKind, Gate)> {
     ClusterPolicy::ALL.into_iter().flat_map(|policy| {
         KINDS

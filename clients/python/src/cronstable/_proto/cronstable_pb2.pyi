@@ -46,6 +46,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_COORDINATOR_UNREACHABLE: _ClassVar[Reason]
     REASON_CONCURRENCY_POLICY: _ClassVar[Reason]
     REASON_TOO_LATE: _ClassVar[Reason]
+    REASON_ALREADY_RAN: _ClassVar[Reason]
 
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -81,6 +82,7 @@ REASON_CONVERGENCE_HOLD: Reason
 REASON_COORDINATOR_UNREACHABLE: Reason
 REASON_CONCURRENCY_POLICY: Reason
 REASON_TOO_LATE: Reason
+REASON_ALREADY_RAN: Reason
 CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy

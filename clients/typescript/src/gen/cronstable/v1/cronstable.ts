@@ -229,6 +229,8 @@ export enum Reason {
   REASON_CONCURRENCY_POLICY = 13,
   /** REASON_TOO_LATE - executor-side: the firing came later than the lateness bound */
   REASON_TOO_LATE = 14,
+  /** REASON_ALREADY_RAN - SKIP: this @reboot one-shot already ran in the cluster */
+  REASON_ALREADY_RAN = 15,
   UNRECOGNIZED = -1,
 }
 
@@ -279,6 +281,9 @@ export function reasonFromJSON(object: any): Reason {
     case 14:
     case "REASON_TOO_LATE":
       return Reason.REASON_TOO_LATE;
+    case 15:
+    case "REASON_ALREADY_RAN":
+      return Reason.REASON_ALREADY_RAN;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -318,6 +323,8 @@ export function reasonToJSON(object: Reason): string {
       return "REASON_CONCURRENCY_POLICY";
     case Reason.REASON_TOO_LATE:
       return "REASON_TOO_LATE";
+    case Reason.REASON_ALREADY_RAN:
+      return "REASON_ALREADY_RAN";
     case Reason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
