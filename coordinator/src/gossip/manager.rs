@@ -32,13 +32,14 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::node_stats::PeerNodeStats;
 use super::poller::{ClientTls, PollResult, Poller};
 use super::server::{self, PeerEndpoint};
 use super::tls::{TlsError, TlsFiles, TlsMaterial};
 use super::wire::{JobSummary, ServedBody};
 use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election, ManagedView};
 use crate::config::address::HostPort;
-use crate::config::cluster::{ClusterConfig, TlsPaths};
+use crate::config::cluster::{ClusterConfig, ObservabilityConfig, TlsPaths};
 use crate::status::{ClusterStatus, GossipStatus, PeerRow};
 use crate::summary::RunSummaries;
 
@@ -64,6 +65,8 @@ pub struct GossipSettings {
     pub elect_leader: bool,
     /// `cluster.distribution`.
     pub distribution: Distribution,
+    /// `cluster.observability` (the marker): gossip node CPU/memory in a header (GSP-112).
+    pub observability: bool,
 }
 
 impl GossipSettings {
@@ -78,6 +81,7 @@ impl GossipSettings {
             connect_timeout: c.connect_timeout,
             elect_leader: c.elect_leader,
             distribution: c.distribution,
+            observability: matches!(c.observability, Some(ObservabilityConfig::Marker)),
         }
     }
 }
@@ -227,6 +231,7 @@ impl GossipBackend {
             quorum: cronstable_core::quorum::quorum_size(self.settings.peers.len() + 1),
             elect_leader: self.settings.elect_leader,
             distribution: self.settings.distribution,
+            observability: self.settings.observability,
             manager_error: (!matches!(e, StartError::NoMesh) || !self.settings.peers.is_empty())
                 .then(|| reason.to_owned()),
             peers: self
@@ -267,6 +272,16 @@ impl GossipBackend {
             summary.jobs(),
         )));
         let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
+        // This node's CPU/memory for the `/peer` header, refreshed once per round; the rate
+        // is taken between rounds, so the first round has memory but no CPU figure yet.
+        let own_stats = crate::web::NodeStats::new();
+        let stats_header =
+            || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
+        let (stats_tx, stats_rx) = watch::channel(if s.observability {
+            stats_header()
+        } else {
+            None
+        });
         let mut client_tls = ClientTls {
             config: mesh.tls.client.clone(),
             generation: 0,
@@ -283,6 +298,7 @@ impl GossipBackend {
                 tls: server_tls_rx,
                 body: body_rx,
                 idle_timeout: s.interval * 2 + s.connect_timeout,
+                node_stats: s.observability.then_some(stats_rx),
             },
             async move {
                 let _ = server_stopped.await;
@@ -301,11 +317,16 @@ impl GossipBackend {
         let mut slots: Vec<Slot> = s
             .peers
             .iter()
-            .map(|h| Slot::Idle(Box::new(Poller::new(h.clone()))))
+            .map(|h| {
+                Slot::Idle(Box::new(
+                    Poller::new(h.clone()).reading_node_stats(s.observability),
+                ))
+            })
             .collect();
         let mut latest = vec![PollOutcome::NotPolled; s.peers.len()];
         let mut last_seen_ms: Vec<Option<i64>> = vec![None; s.peers.len()];
         let mut peer_jobs: Vec<Option<Arc<Vec<JobSummary>>>> = vec![None; s.peers.len()];
+        let mut peer_stats: Vec<Option<PeerNodeStats>> = vec![None; s.peers.len()];
         let mut state = GossipState::new(s.peers.len(), 0);
         let started = Instant::now();
         let mut edges = Edges::default();
@@ -346,6 +367,7 @@ impl GossipBackend {
                     }
                     // Display data is as fresh as the poll: a failed one leaves no data.
                     peer_jobs[i] = result.jobs.filter(|_| result.fresh);
+                    peer_stats[i] = result.node_stats.filter(|_| result.fresh);
                     latest[i] = result.outcome;
                 }
             }
@@ -358,6 +380,9 @@ impl GossipBackend {
             log_events(&rv, s);
             edges.log(&rv, &local);
 
+            if s.observability {
+                stats_tx.send_replace(stats_header());
+            }
             let body = ServedBody::encode(&rv.report(&local, Vec::new()), summary.jobs());
             body_tx.send_if_modified(|cur| {
                 let changed = cur.etag != body.etag;
@@ -371,6 +396,7 @@ impl GossipBackend {
                 &local,
                 &last_seen_ms,
                 &peer_jobs,
+                &peer_stats,
                 round_start,
             ));
         }
@@ -389,6 +415,7 @@ impl GossipBackend {
         local: &LocalNode,
         last_seen_ms: &[Option<i64>],
         peer_jobs: &[Option<Arc<Vec<JobSummary>>>],
+        peer_stats: &[Option<PeerNodeStats>],
         round_start: Instant,
     ) -> ClusterView {
         let s = &self.settings;
@@ -421,7 +448,8 @@ impl GossipBackend {
             .zip(&s.peers)
             .zip(last_seen_ms)
             .zip(peer_jobs)
-            .map(|(((p, host), seen), jobs)| {
+            .zip(peer_stats)
+            .map(|((((p, host), seen), jobs), stats)| {
                 let reachable = !matches!(
                     p.status,
                     None | Some(PeerStatus::Unreachable | PeerStatus::Untrusted)
@@ -435,6 +463,7 @@ impl GossipBackend {
                     last_error: p.last_error.clone(),
                     mismatch_streak: p.mismatch_streak,
                     jobs: jobs.clone().filter(|_| reachable),
+                    node_stats: stats.clone().filter(|_| reachable),
                 }
             })
             .collect();
@@ -444,6 +473,7 @@ impl GossipBackend {
             quorum: rv.quorum,
             elect_leader: s.elect_leader,
             distribution: s.distribution,
+            observability: s.observability,
             conflict: rv.conflicts.any(),
             conflict_names: rv.conflicts.names.clone(),
             size_conflict: rv.conflicts.size_conflict(),
@@ -520,6 +550,7 @@ impl Slot {
                     },
                     jobs: None,
                     fresh: false,
+                    node_stats: None,
                 })
             }
         }
