@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, write_config};
-use cronstable_tests::{http, wait_for_state};
+use std::process::Command;
+
+use cronstable_tests::{binary, http, wait_for_state};
 use serde_json::Value;
 
 fn fleet(web: SocketAddr) -> Result<Value, String> {
@@ -120,5 +122,38 @@ fn gsp_112_without_observability_no_stats_are_sent_or_read() {
     assert_eq!(on_n1["observability"], false);
     for node in on_n1["nodes"].as_array().unwrap() {
         assert!(node.get("node_stats").is_none(), "{on_n1}");
+    }
+}
+
+#[test]
+fn gsp_113_a_lease_backend_observability_mesh_is_refused_at_load() {
+    // The dedicated mesh is not run yet: the real binary must refuse it, naming the key,
+    // both when validating and when starting, instead of accepting a key that does nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("coordinator.yaml");
+    let text = format!(
+        "cluster:\n  backend: filesystem\n  filesystem: {{path: {shared}}}\n  observability:\n    \
+         listen: 127.0.0.1:9443\n    tls: {{ca: /ca.pem, cert: /o.pem, key: /o.key}}\n    \
+         peers:\n      - host: 127.0.0.2:9443\n",
+        shared = dir.path().display()
+    );
+    std::fs::write(&file, text).unwrap();
+    for args in [&["validate-config"][..], &["coordinator", "--config"][..]] {
+        let out = Command::new(binary("cronstable"))
+            .args(args)
+            .arg(&file)
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.status.success(), "{args:?}: accepted:\n{said}");
+        assert!(
+            said.contains("cluster.observability")
+                && said.contains("on lease backends is not supported yet"),
+            "{args:?}:\n{said}"
+        );
     }
 }
