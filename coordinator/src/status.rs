@@ -61,6 +61,10 @@ pub struct GossipStatus {
     pub elect_leader: bool,
     /// `single-leader` or `spread`.
     pub distribution: Distribution,
+    /// `cluster.observability` is on, so `GET /fleet` shows node stats. Not part of
+    /// `GET /cluster`.
+    #[serde(skip)]
+    pub observability: bool,
     /// Any of the three conflicts is visible: Leader jobs stand down.
     pub conflict: bool,
     /// Names claimed by more than one instance.
@@ -91,7 +95,7 @@ pub struct GossipStatus {
 }
 
 /// One configured peer on `GET /cluster`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct PeerRow {
     /// The configured `host:port`.
     pub host: String,
@@ -112,6 +116,10 @@ pub struct PeerRow {
     /// `None` is "no data for that node". Not part of `GET /cluster`.
     #[serde(skip)]
     pub jobs: Option<std::sync::Arc<Vec<crate::gossip::wire::JobSummary>>>,
+    /// The peer's CPU/memory from its last successful poll, with `cluster.observability`;
+    /// `None` is "no data for that node". Display-only, for `GET /fleet` (GSP-111/112).
+    #[serde(skip)]
+    pub node_stats: Option<crate::gossip::node_stats::PeerNodeStats>,
 }
 
 /// The lease shape of `GET /cluster`: size and quorum 1, no peers, never a conflict.

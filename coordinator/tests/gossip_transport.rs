@@ -59,6 +59,7 @@ async fn serve(ip: &str, paths: &TlsPaths, body: ServedBody) -> Served {
                 tls: tls_rx,
                 body: body_rx,
                 idle_timeout: Duration::from_secs(30),
+                node_stats: None,
             },
             async move {
                 let _ = stopped.await;

@@ -240,7 +240,10 @@ fn run_now_from_the_drawer_appears_in_its_run_history() {
 #[test]
 fn gsp_13_the_cluster_panel_follows_a_live_gossip_cluster() {
     let dir = tempfile::tempdir().unwrap();
-    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 78));
+    let mut plan = ClusterPlan::new(3, 78);
+    // With observability the fleet view also shows each peer's CPU/memory (GSP-112).
+    plan.extra = "  observability: true\n".into();
+    let files = ClusterFiles::write(dir.path(), &plan);
     let nodes: Vec<Coordinator> = (0..3).map(|i| files.start(i)).collect();
     wait_for_state("n1 to lead a quorate cluster", || {
         let v = cluster(nodes[0].web).ok_or("no answer")?;
@@ -270,6 +273,9 @@ fn gsp_13_the_cluster_panel_follows_a_live_gossip_cluster() {
     });
     browser.wait_for_text("#peers", "n1");
     browser.wait_for_text("#peers", "n3");
+    // GSP-112: a peer's figures, gossiped in X-Cronstable-Node-Stats, reach n2's fleet view.
+    let n3_load = browser.wait_for_text(".fleet-node[data-node=n3] .load", "memory");
+    assert!(n3_load.contains("CPUs"), "{n3_load}");
     save_screenshot(&browser, "dashboard-cluster.png");
 
     // n3 dies without a word; the page, never reloaded, turns its dot grey.

@@ -13,9 +13,7 @@ use std::path::PathBuf;
 use cronstable_core::yaml::{KeyLines, YamlError};
 
 use super::address::{HostPort, ListenAddr};
-use super::cluster::{
-    Backend, ClusterConfig, DEFAULT_INTERVAL, ObservabilityConfig, PeerConfig, TlsPaths,
-};
+use super::cluster::{Backend, ClusterConfig, ObservabilityConfig, PeerConfig, TlsPaths};
 use super::jobs::{JobFileFormat, JobsConfig};
 use super::raw::{RawCluster, RawConfig, RawJobs, RawObservability, RawPeer, RawSecret, RawTls};
 use super::secret::SecretSource;
@@ -515,10 +513,20 @@ fn observability(
         let path = format!("cluster.observability.peers[{i}].host");
         ctx.warn(&path, self_entry_message(&host, listen.as_ref()));
     }
-    Some(ObservabilityConfig::Mesh {
-        listen: listen?,
-        tls: tls_paths?,
-        peers: peers.into_iter().map(|(_, p)| p).collect(),
-        interval: o.interval.unwrap_or(DEFAULT_INTERVAL),
-    })
+    // Only a mesh that passed the address and TLS checks above gets the refusal below, so
+    // the errors for a malformed one stay exactly those checks' errors.
+    if listen.is_none() || tls_paths.is_none() {
+        return None;
+    }
+    // The mesh parses and passes the address and TLS checks above, but no coordinator runs it
+    // yet; accepting it would be a key that silently does nothing, so it is refused outright.
+    ctx.error(
+        PATH,
+        format!(
+            "on lease backends is not supported yet: backend {backend} would need the dedicated \
+             observability mesh, which this version does not run (remove cluster.observability, \
+             or use the gossip backend with observability: true)"
+        ),
+    );
+    None
 }

@@ -32,6 +32,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use super::node_stats::PeerNodeStats;
 use super::poller::{ClientTls, PollResult, Poller};
 use super::server::{self, PeerEndpoint};
 use super::tls::{TlsError, TlsFiles, TlsMaterial};
@@ -40,7 +41,7 @@ use crate::cluster::{
     BackendContext, ClusterBackend, ClusterView, Election, ManagedView, RebootRanRecord,
 };
 use crate::config::address::HostPort;
-use crate::config::cluster::{ClusterConfig, TlsPaths};
+use crate::config::cluster::{ClusterConfig, ObservabilityConfig, TlsPaths};
 use crate::reboot_ran::LearnedRebootRan;
 use crate::status::{ClusterStatus, GossipStatus, PeerRow};
 use crate::summary::RunSummaries;
@@ -67,6 +68,8 @@ pub struct GossipSettings {
     pub elect_leader: bool,
     /// `cluster.distribution`.
     pub distribution: Distribution,
+    /// `cluster.observability` (the marker): gossip node CPU/memory in a header (GSP-112).
+    pub observability: bool,
 }
 
 impl GossipSettings {
@@ -81,6 +84,7 @@ impl GossipSettings {
             connect_timeout: c.connect_timeout,
             elect_leader: c.elect_leader,
             distribution: c.distribution,
+            observability: matches!(c.observability, Some(ObservabilityConfig::Marker)),
         }
     }
 }
@@ -153,6 +157,17 @@ fn new_instance_id() -> String {
         h.finish()
     };
     format!("{:016x}{:016x}", word(), word())
+}
+
+/// The display-only data of each configured peer, in `settings.peers` order (GSP-110..112):
+/// none of it reaches a decision.
+struct PeerDisplay<'a> {
+    /// When each peer last answered a poll (Unix ms).
+    last_seen_ms: &'a [Option<i64>],
+    /// Each peer's run summaries from its latest fresh poll.
+    jobs: &'a [Option<Arc<Vec<JobSummary>>>],
+    /// Each peer's node stats from its latest fresh poll (with `cluster.observability`).
+    stats: &'a [Option<PeerNodeStats>],
 }
 
 struct Mesh {
@@ -230,6 +245,7 @@ impl GossipBackend {
             quorum: cronstable_core::quorum::quorum_size(self.settings.peers.len() + 1),
             elect_leader: self.settings.elect_leader,
             distribution: self.settings.distribution,
+            observability: self.settings.observability,
             manager_error: (!matches!(e, StartError::NoMesh) || !self.settings.peers.is_empty())
                 .then(|| reason.to_owned()),
             peers: self
@@ -270,6 +286,16 @@ impl GossipBackend {
             summary.jobs(),
         )));
         let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
+        // This node's CPU/memory for the `/peer` header, refreshed once per round; the rate
+        // is taken between rounds, so the first round has memory but no CPU figure yet.
+        let own_stats = crate::web::NodeStats::new();
+        let stats_header =
+            || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
+        let (stats_tx, stats_rx) = watch::channel(if s.observability {
+            stats_header()
+        } else {
+            None
+        });
         let mut client_tls = ClientTls {
             config: mesh.tls.client.clone(),
             generation: 0,
@@ -286,6 +312,7 @@ impl GossipBackend {
                 tls: server_tls_rx,
                 body: body_rx,
                 idle_timeout: s.interval * 2 + s.connect_timeout,
+                node_stats: s.observability.then_some(stats_rx),
             },
             async move {
                 let _ = server_stopped.await;
@@ -304,11 +331,16 @@ impl GossipBackend {
         let mut slots: Vec<Slot> = s
             .peers
             .iter()
-            .map(|h| Slot::Idle(Box::new(Poller::new(h.clone()))))
+            .map(|h| {
+                Slot::Idle(Box::new(
+                    Poller::new(h.clone()).reading_node_stats(s.observability),
+                ))
+            })
             .collect();
         let mut latest = vec![PollOutcome::NotPolled; s.peers.len()];
         let mut last_seen_ms: Vec<Option<i64>> = vec![None; s.peers.len()];
         let mut peer_jobs: Vec<Option<Arc<Vec<JobSummary>>>> = vec![None; s.peers.len()];
+        let mut peer_stats: Vec<Option<PeerNodeStats>> = vec![None; s.peers.len()];
         let mut state = GossipState::new(s.peers.len(), 0);
         let started = Instant::now();
         let mut edges = Edges::default();
@@ -351,6 +383,7 @@ impl GossipBackend {
                     }
                     // Display data is as fresh as the poll: a failed one leaves no data.
                     peer_jobs[i] = result.jobs.filter(|_| result.fresh);
+                    peer_stats[i] = result.node_stats.filter(|_| result.fresh);
                     latest[i] = result.outcome;
                 }
             }
@@ -363,6 +396,9 @@ impl GossipBackend {
             log_events(&rv, s);
             edges.log(&rv, &local);
 
+            if s.observability {
+                stats_tx.send_replace(stats_header());
+            }
             let peer_ran = latest.iter().filter_map(|o| match o {
                 PollOutcome::Report(r) => {
                     Some((r.job_set_id.as_str(), r.ran_reboot_jobs.as_slice()))
@@ -383,14 +419,13 @@ impl GossipBackend {
                 }
                 changed
             });
-            ctx.view.send_replace(self.view_of(
-                &rv,
-                &local,
-                &last_seen_ms,
-                &peer_jobs,
-                round_start,
-                reboot_ran,
-            ));
+            let display = PeerDisplay {
+                last_seen_ms: &last_seen_ms,
+                jobs: &peer_jobs,
+                stats: &peer_stats,
+            };
+            ctx.view
+                .send_replace(self.view_of(&rv, &local, &display, round_start, reboot_ran));
         }
 
         for slot in slots {
@@ -401,12 +436,12 @@ impl GossipBackend {
         tracing::info!("cluster: gossip manager stopped");
     }
 
+    /// The cluster view of one round.
     fn view_of(
         &self,
         rv: &RoundView,
         local: &LocalNode,
-        last_seen_ms: &[Option<i64>],
-        peer_jobs: &[Option<Arc<Vec<JobSummary>>>],
+        display: &PeerDisplay<'_>,
         round_start: Instant,
         reboot_ran: std::collections::BTreeSet<String>,
     ) -> ClusterView {
@@ -442,9 +477,10 @@ impl GossipBackend {
             .peers
             .iter()
             .zip(&s.peers)
-            .zip(last_seen_ms)
-            .zip(peer_jobs)
-            .map(|(((p, host), seen), jobs)| {
+            .zip(display.last_seen_ms)
+            .zip(display.jobs)
+            .zip(display.stats)
+            .map(|((((p, host), seen), jobs), stats)| {
                 let reachable = !matches!(
                     p.status,
                     None | Some(PeerStatus::Unreachable | PeerStatus::Untrusted)
@@ -458,6 +494,7 @@ impl GossipBackend {
                     last_error: p.last_error.clone(),
                     mismatch_streak: p.mismatch_streak,
                     jobs: jobs.clone().filter(|_| reachable),
+                    node_stats: stats.clone().filter(|_| reachable),
                 }
             })
             .collect();
@@ -467,6 +504,7 @@ impl GossipBackend {
             quorum: rv.quorum,
             elect_leader: s.elect_leader,
             distribution: s.distribution,
+            observability: s.observability,
             conflict: rv.conflicts.any(),
             conflict_names: rv.conflicts.names.clone(),
             size_conflict: rv.conflicts.size_conflict(),
@@ -543,6 +581,7 @@ impl Slot {
                     },
                     jobs: None,
                     fresh: false,
+                    node_stats: None,
                 })
             }
         }

@@ -8,11 +8,13 @@
 //! - [`wire`]: the bounded JSON `/peer` body and its ETag;
 //! - [`server`]: the dedicated `/peer` listener;
 //! - [`poller`]: polling one peer, with SAN pinning and one deadline per poll;
+//! - [`node_stats`]: the display-only `X-Cronstable-Node-Stats` header (observability);
 //! - [`manager`]: the [`manager::GossipBackend`] that runs rounds and publishes the view;
 //! - [`certgen`]: a throwaway CA for the local demo and the tests.
 
 pub mod certgen;
 pub mod manager;
+pub mod node_stats;
 pub mod poller;
 pub mod server;
 pub mod tls;

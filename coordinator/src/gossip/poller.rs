@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
+use super::node_stats::{HEADER as NODE_STATS_HEADER, PeerNodeStats};
 use super::wire::{self, JobSummary, MAX_BODY_BYTES, PeerBody};
 use crate::config::address::HostPort;
 
@@ -48,6 +49,9 @@ pub struct PollResult {
     pub jobs: Option<Arc<Vec<JobSummary>>>,
     /// The poll succeeded (a fresh body or a 304).
     pub fresh: bool,
+    /// The peer's `X-Cronstable-Node-Stats` on this answer, when this poller reads it and the
+    /// value parsed; display-only (GSP-111/112).
+    pub node_stats: Option<PeerNodeStats>,
 }
 
 struct Connection {
@@ -84,6 +88,8 @@ pub struct Poller {
     conn: Option<Connection>,
     etag: Option<String>,
     last: Option<PeerBody>,
+    read_node_stats: bool,
+    node_stats: Option<PeerNodeStats>,
 }
 
 enum Failure {
@@ -103,7 +109,17 @@ impl Poller {
             conn: None,
             etag: None,
             last: None,
+            read_node_stats: false,
+            node_stats: None,
         }
+    }
+
+    /// Whether to read the peer's `X-Cronstable-Node-Stats` header (`cluster.observability`);
+    /// off by default, so a header a peer sends unasked is ignored.
+    #[must_use]
+    pub fn reading_node_stats(mut self, on: bool) -> Self {
+        self.read_node_stats = on;
+        self
     }
 
     /// The configured address.
@@ -126,6 +142,7 @@ impl Poller {
                 outcome: PollOutcome::Report(body.report.clone()),
                 jobs: body.jobs.clone(),
                 fresh: true,
+                node_stats: self.node_stats.take(),
             },
             Err(f) => {
                 // Whatever state the connection is in, it is not trusted for the next round.
@@ -138,6 +155,7 @@ impl Poller {
                     outcome,
                     jobs: None,
                     fresh: false,
+                    node_stats: None,
                 }
             }
         }
@@ -182,6 +200,14 @@ impl Poller {
             .get(header::ETAG)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // Read on 200 and 304 alike: the stats change every round while the body may not.
+        self.node_stats = if self.read_node_stats {
+            resp.headers()
+                .get(NODE_STATS_HEADER)
+                .and_then(PeerNodeStats::from_header)
+        } else {
+            None
+        };
         match status {
             StatusCode::NOT_MODIFIED if self.last.is_some() => {
                 self.stats.not_modified += 1;

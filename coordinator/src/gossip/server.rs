@@ -24,6 +24,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
+use super::node_stats::HEADER as NODE_STATS_HEADER;
 use super::wire::ServedBody;
 
 /// The most concurrent connections the listener keeps open; further ones are closed at once.
@@ -44,6 +45,9 @@ pub struct PeerEndpoint {
     pub body: watch::Receiver<Arc<ServedBody>>,
     /// How long a kept-alive connection may sit without a request (about two poll intervals).
     pub idle_timeout: Duration,
+    /// With `cluster.observability`: this node's current `X-Cronstable-Node-Stats` value, sent
+    /// on every `/peer` answer (200 and 304). `None` sends no header at all.
+    pub node_stats: Option<watch::Receiver<Option<header::HeaderValue>>>,
 }
 
 /// Accepts connections on `listener` until `shutdown` resolves, then closes every connection.
@@ -89,9 +93,19 @@ pub async fn serve(
                 Err(_) => return,
             };
             let body = endpoint.body.clone();
+            let node_stats = endpoint.node_stats.clone();
             let service = service_fn(move |req| {
                 let body = body.borrow().clone();
-                async move { Ok::<_, Infallible>(respond(&req, &body)) }
+                let stats = node_stats.as_ref().and_then(|s| s.borrow().clone());
+                async move {
+                    let mut r = respond(&req, &body);
+                    if let Some(stats) = stats.filter(|_| {
+                        r.status().is_success() || r.status() == StatusCode::NOT_MODIFIED
+                    }) {
+                        r.headers_mut().insert(NODE_STATS_HEADER, stats);
+                    }
+                    Ok::<_, Infallible>(r)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

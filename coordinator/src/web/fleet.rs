@@ -6,12 +6,18 @@
 //! unreachable, or whose summary was malformed, has `jobs: null`: "no data for that node".
 //! Lease backends exchange nothing node to node, so there `/fleet` is `enabled: false` and
 //! lists this node alone.
+//!
+//! With `cluster.observability` on gossip (GSP-112) every node also carries `node_stats`:
+//! whole-machine CPU and memory, this node's read now and each peer's from the
+//! `X-Cronstable-Node-Stats` header of its last successful poll (`null`: no data for that
+//! node). Without it the field is absent and `observability` is `false`.
 
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::WebState;
+use crate::gossip::node_stats::PeerNodeStats;
 use crate::status::ClusterStatus;
 use crate::summary::{RunSummaries, to_json};
 
@@ -24,17 +30,22 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
     let set = state.core.registry.current();
     let mut own = RunSummaries::new();
     own.refresh(&set, &state.core.ledger, crate::clock::now_ms());
-    let mut nodes = vec![json!({
+    let observability = matches!(status.as_ref(), ClusterStatus::Gossip(g) if g.observability);
+    let mut own_node = json!({
         "node_name": me,
         "self": true,
         "status": "self",
         "job_set_id": set.id.to_string(),
         "jobs": own.jobs().iter().map(to_json).collect::<Vec<_>>(),
-    })];
+    });
+    if observability {
+        own_node["node_stats"] = json!(PeerNodeStats::from_snapshot(&state.node.snapshot()));
+    }
+    let mut nodes = vec![own_node];
     let gossip = match status.as_ref() {
         ClusterStatus::Gossip(g) => {
             for peer in &g.peers {
-                nodes.push(json!({
+                let mut node = json!({
                     "node_name": peer.node_name,
                     "host": peer.host,
                     "self": false,
@@ -42,11 +53,15 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
                     "job_set_id": peer.job_set_id,
                     "last_seen": peer.last_seen,
                     "jobs": peer.jobs.as_ref().map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
-                }));
+                });
+                if observability {
+                    node["node_stats"] = json!(peer.node_stats);
+                }
+                nodes.push(node);
             }
             true
         }
         _ => false,
     };
-    Json(json!({ "enabled": gossip, "nodes": nodes }))
+    Json(json!({ "enabled": gossip, "observability": observability, "nodes": nodes }))
 }

@@ -149,7 +149,7 @@ function renderJobs(data) {
 }
 
 // This node's load from `/node`: CPU (blank until a second sample gives a rate), memory, and
-// the coordinator's own footprint. Other nodes' figures are not exchanged.
+// the coordinator's own footprint. Peers' figures come from `/fleet` (peerLoadLine).
 function loadLine(n) {
   if (!n) return null;
   if (n.error) return el('span', { class: 'bad load' }, n.error);
@@ -157,6 +157,16 @@ function loadLine(n) {
   const mib = (b) => (b ? `${Math.round(b / 1048576)} MiB` : '…');
   return el('span', { class: 'muted load' },
     `cpu ${pct(n.cpu_percent)} of ${n.cpus} CPUs · memory ${pct(n.memory_used_percent)} used · coordinator ${pct(n.process.cpu_percent)} cpu, ${mib(n.process.rss_bytes)}`);
+}
+
+// A peer's CPU/memory from its `/fleet` entry: `node_stats` is absent without
+// cluster.observability (nothing shown) and null when that node sent no usable figures.
+function peerLoadLine(s) {
+  if (s === undefined) return null;
+  if (s === null) return el('span', { class: 'muted load' }, 'no stats for that node');
+  const pct = (v) => (v === null || v === undefined ? '…' : `${v}%`);
+  return el('span', { class: 'muted load' },
+    `cpu ${pct(s.cpu_percent)} of ${s.cpus} CPUs · memory ${pct(s.memory_used_percent)} used`);
 }
 
 function renderFleet(f, node) {
@@ -180,7 +190,7 @@ function fleetNode(n, node) {
   const name = n.node_name || (peerMemory.get(n.host) || {}).name || n.host;
   return el('div', { class: 'fleet-node', 'data-node': name },
     el('h3', {}, el('span', { class: 'dot ' + n.status }), name, el('span', { class: 'muted' }, n.self ? '(this node)' : n.status),
-      n.self ? loadLine(node) : null), jobs);
+      n.self ? loadLine(node) : peerLoadLine(n.node_stats)), jobs);
 }
 
 async function openDrawer(name) {
