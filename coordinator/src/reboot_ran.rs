@@ -5,7 +5,7 @@
 //! (or a new leader whose own one-shot is still deferred) would run it again. This node's
 //! coordinator notes every such one-shot its executors started, tagged with the job-set ID it
 //! ran under; the gossip backend advertises the set as `ran_reboot_jobs` on `/peer`, merges
-//! what agreeing peers advertise, and publishes the union in the cluster view, where the gate
+//! what peers under the same job-set ID advertise, and publishes the union in the cluster view, where the gate
 //! reads it. A record counts only under the job-set ID it was made with.
 //!
 //! On gossip this memory lives in the processes: a whole-fleet restart forgets it and the
@@ -68,22 +68,31 @@ impl LearnedRebootRan {
     /// Takes in the `ran_reboot_jobs` of every peer report made under `job_set_id` (a
     /// drifted peer's records are about another job set and are ignored), and returns every job
     /// known to have run under it: this node's own and the peers'.
+    ///
+    /// Only names for which `deferrable` holds (a Leader or PreferLeader `@reboot` job of the
+    /// current set) are kept or returned, so a faulty peer's list can neither grow this record
+    /// past the job count nor push real names out of the bounded list this node advertises.
     pub fn merge<'a>(
         &mut self,
         job_set_id: &str,
         peers: impl IntoIterator<Item = (&'a str, &'a [String])>,
         own: &RebootRan,
+        deferrable: impl Fn(&str) -> bool,
     ) -> BTreeSet<String> {
         for (peer_set, jobs) in peers {
             if peer_set == job_set_id {
-                self.learned
-                    .extend(jobs.iter().map(|job| (job_set_id.to_owned(), job.clone())));
+                self.learned.extend(
+                    jobs.iter()
+                        .filter(|job| deferrable(job))
+                        .map(|job| (job_set_id.to_owned(), job.clone())),
+                );
             }
         }
         if self.learned.len() > MAX_LEARNED {
             self.learned.retain(|(id, _)| id == job_set_id);
         }
         let mut ran = own.jobs_under(job_set_id);
+        ran.retain(|job| deferrable(job));
         ran.extend(
             self.learned
                 .iter()
@@ -103,19 +112,22 @@ mod tests {
         let own = RebootRan::new();
         own.mark("v1:a", "mine");
         let mut learned = LearnedRebootRan::new();
-        let theirs = vec!["theirs".to_owned()];
+        let theirs = vec!["theirs".to_owned(), "junk".to_owned()];
         let drifted = vec!["stale".to_owned()];
+        let jobs = |j: &str| ["mine", "theirs", "stale"].contains(&j);
         let ran = learned.merge(
             "v1:a",
             [("v1:a", theirs.as_slice()), ("v1:b", drifted.as_slice())],
             &own,
+            jobs,
         );
+        // "junk" is no deferrable @reboot job of this set: neither kept nor returned.
         assert_eq!(ran.into_iter().collect::<Vec<_>>(), ["mine", "theirs"]);
         // The peer is gone (no report this round): its record stays.
-        let ran = learned.merge("v1:a", [], &own);
+        let ran = learned.merge("v1:a", [], &own, jobs);
         assert!(ran.contains("theirs"));
         // Under another job set none of it counts.
-        assert!(learned.merge("v1:c", [], &own).is_empty());
+        assert!(learned.merge("v1:c", [], &own, jobs).is_empty());
     }
 
     #[test]

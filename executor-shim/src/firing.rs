@@ -238,7 +238,7 @@ pub async fn fire(
         first == FiringKind::Reboot && job.cluster_policy != ClusterPolicy::EveryNode;
     let mut told_vanished = false;
     let at_ms = scheduled_at.timestamp_millis();
-    let max_attempts = job.retry.retries.saturating_add(1);
+    let mut max_attempts = job.retry.retries.saturating_add(1);
     let asked_from = tokio::time::Instant::now();
     let mut attempt = 1;
     let mut kind = first;
@@ -257,6 +257,7 @@ pub async fn fire(
                             "@reboot job redefined while its one-shot was pending; the current definition will run"
                         );
                         job = spec;
+                        max_attempts = job.retry.retries.saturating_add(1);
                     }
                     told_vanished = false;
                 }
@@ -293,6 +294,16 @@ pub async fn fire(
             return;
         }
         let gate = ctx.ask(&job, at_ms, kind, attempt).await;
+        if deferred_one_shot
+            && kind == FiringKind::Reboot
+            && gate.local
+            && gate.verdict == Verdict::Skip
+            && !ctx.jobs.borrow().iter().any(|j| j.spec.name == job.name)
+        {
+            // A reload removed the job while the question was in flight: back to the pending
+            // check above, which waits for the name to return (RBT-07).
+            continue;
+        }
         if gate.local
             && kind == FiringKind::Reboot
             && gate.verdict == Verdict::Skip

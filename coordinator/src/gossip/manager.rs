@@ -22,6 +22,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use cronstable_core::ClusterPolicy;
 use cronstable_core::drift::PeerStatus;
 use cronstable_core::gossip::{
     ConflictKind, Distribution, GossipState, LocalNode, PollOutcome, RoundEvent, RoundView,
@@ -405,7 +406,13 @@ impl GossipBackend {
                 }
                 _ => None,
             });
-            let reboot_ran = learned_ran.merge(&local.job_set_id, peer_ran, &ctx.reboot_ran);
+            let deferrable = |name: &str| {
+                job_set.get(name).is_some_and(|j| {
+                    j.spec.is_reboot() && j.spec.cluster_policy != ClusterPolicy::EveryNode
+                })
+            };
+            let reboot_ran =
+                learned_ran.merge(&local.job_set_id, peer_ran, &ctx.reboot_ran, deferrable);
             if reboot_ran != known_ran {
                 tracing::info!(jobs = ?reboot_ran, "cluster: @reboot one-shots known to have run under this job set");
                 known_ran.clone_from(&reboot_ran);

@@ -51,8 +51,12 @@ impl ScheduleCache {
 }
 
 /// Everything the `/jobs` body depends on apart from the clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct ListKey {
+    /// The registered set itself, compared by identity: the registry publishes a new snapshot
+    /// on every registration, so a change the job-set ID does not cover (a job moving to
+    /// another executor) still misses. Holding it keeps the pointer from being reused.
+    pub job_set: Arc<JobSet>,
     pub job_set_id: String,
     /// [`crate::ledger::Ledger::generation`] read *before* the body is built, so a record
     /// appended while building leaves the cached body keyed as stale.
@@ -60,9 +64,21 @@ pub(crate) struct ListKey {
     pub facts: ViewFacts,
 }
 
+impl PartialEq for ListKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.job_set, &other.job_set)
+            && self.job_set_id == other.job_set_id
+            && self.ledger_generation == other.ledger_generation
+            && self.facts == other.facts
+    }
+}
+
 #[derive(Debug)]
 struct CachedList {
     key: ListKey,
+    /// Unix ms when it was built; an earlier `now` means the clock stepped back, and the
+    /// body's `nextFire` values may be wrong.
+    built_at_ms: i64,
     /// Unix ms at which the earliest `nextFire` in the body passes; the body is stale from
     /// then on.
     valid_until_ms: i64,
@@ -91,7 +107,7 @@ impl ListCache {
             let last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(c) = last.as_ref()
                 && c.key == key
-                && now_ms < c.valid_until_ms
+                && (c.built_at_ms..c.valid_until_ms).contains(&now_ms)
             {
                 return c.body.clone();
             }
@@ -99,6 +115,7 @@ impl ListCache {
         let (body, valid_until_ms) = build(&key);
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(CachedList {
             key,
+            built_at_ms: now_ms,
             valid_until_ms,
             body: body.clone(),
         });
@@ -113,7 +130,9 @@ mod tests {
     use super::*;
 
     fn key(generation: u64) -> ListKey {
+        static SET: std::sync::OnceLock<Arc<JobSet>> = std::sync::OnceLock::new();
         ListKey {
+            job_set: SET.get_or_init(|| Arc::new(JobSet::default())).clone(),
             job_set_id: "set".into(),
             ledger_generation: generation,
             facts: ViewFacts {
@@ -140,6 +159,14 @@ mod tests {
         assert_eq!(get(key(2), 1_000), "body 3", "the earliest nextFire passed");
         let mut spread = key(2);
         spread.facts.spread = true;
-        assert_eq!(get(spread, 0), "body 4", "the cluster facts changed");
+        assert_eq!(
+            get(spread.clone(), 1_000),
+            "body 4",
+            "the cluster facts changed"
+        );
+        assert_eq!(get(spread.clone(), 999), "body 5", "the clock stepped back");
+        let mut moved = spread;
+        moved.job_set = Arc::new(JobSet::default());
+        assert_eq!(get(moved, 999), "body 6", "a new registration");
     }
 }

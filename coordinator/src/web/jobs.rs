@@ -99,6 +99,7 @@ pub(super) async fn list(State(state): State<WebState>) -> Response {
     let set = state.core.registry.current();
     let facts = view_facts(&state, &set);
     let key = ListKey {
+        job_set: set.clone(),
         job_set_id: set.id.to_string(),
         ledger_generation: state.core.ledger.generation(),
         facts,
