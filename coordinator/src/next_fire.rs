@@ -1,4 +1,4 @@
-//! Each job's next fire, remembered until it passes.
+//! Each job's parsed schedule and next fire, remembered until they change.
 //!
 //! A schedule search is not free: the core's `Schedule` rebuilds croner's matcher for every
 //! search to keep its memory small, about a tenth of a millisecond per job. The displays that
@@ -7,9 +7,48 @@
 //! memo searches again only then, or when the clock went backwards, or the job set changed.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
 use cronstable_core::schedule::Schedule;
+
+use crate::jobs::JobSet;
+
+/// Parsed schedules of the current job set, so `/jobs` over a thousand jobs does not parse a
+/// thousand cron expressions per request (and the gossip run summaries not per round). Rebuilt when the job-set ID changes.
+#[derive(Debug, Default)]
+pub struct ScheduleCache {
+    /// The job-set ID the schedules were parsed for, and the schedules.
+    parsed: Mutex<Option<(String, Schedules)>>,
+}
+
+/// Each job's parsed schedule; `None` where it does not parse (the shim reported that).
+pub type Schedules = Arc<HashMap<String, Option<Schedule>>>;
+
+impl ScheduleCache {
+    /// The parsed schedules of `set`, parsed only when its ID differs from the last one.
+    pub fn for_set(&self, set: &JobSet) -> Schedules {
+        let id = set.id.as_str();
+        let mut cached = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((cached_id, map)) = cached.as_ref()
+            && cached_id == id
+        {
+            return map.clone();
+        }
+        let map: Arc<HashMap<_, _>> = Arc::new(
+            set.jobs
+                .iter()
+                .map(|(name, job)| {
+                    let spec = &job.spec;
+                    let parsed = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok();
+                    (name.clone(), parsed)
+                })
+                .collect(),
+        );
+        *cached = Some((id.to_owned(), map.clone()));
+        map
+    }
+}
 
 /// One job's remembered answer.
 #[derive(Debug, Clone, Copy)]

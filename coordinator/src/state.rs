@@ -119,7 +119,7 @@ impl CoordinatorState {
                 .get(&record.job)
                 .is_some_and(|j| j.spec.cluster_policy != ClusterPolicy::EveryNode)
             {
-                self.reboot_ran.mark(&set.id.to_string(), &record.job);
+                self.reboot_ran.mark(set.id.as_str(), &record.job);
             }
         }
         if let (Some(n), Some(payload)) = (&self.notifier, failure_payload(&record)) {
@@ -156,7 +156,7 @@ impl CoordinatorState {
                 g.reboot_ran_unknown = m
                     .reboot_ran
                     .as_ref()
-                    .is_some_and(|r| r.job_set_id != set.id.to_string());
+                    .is_some_and(|r| r.job_set_id != set.id.as_str());
             }
             let decision = decide(policy, kind, gate);
             let run = decision.verdict == cronstable_core::Verdict::Run;

@@ -5,17 +5,13 @@
 //! come from [`RunSummaries`], so a node reports itself exactly as its peers see it. The
 //! summaries are display-only: no decision reads them.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-
 use chrono::{DateTime, SecondsFormat, Utc};
-use cronstable_core::schedule::Schedule;
 use serde_json::{Value, json};
 
 use crate::gossip::wire::{JobSummary, LastRun};
 use crate::jobs::JobSet;
 use crate::ledger::{Event, Ledger, RunStatus};
-use crate::next_fire::NextFires;
+use crate::next_fire::{NextFires, ScheduleCache};
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
@@ -26,7 +22,7 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 #[derive(Debug, Default)]
 pub struct RunSummaries {
     job_set_id: String,
-    schedules: HashMap<String, Arc<Option<Schedule>>>,
+    schedules: ScheduleCache,
     runs_generation: Option<u64>,
     next_change_ms: Option<i64>,
     next_fires: NextFires,
@@ -52,23 +48,14 @@ impl RunSummaries {
         if id == self.job_set_id && self.runs_generation == Some(generation) && !due {
             return false;
         }
-        if id != self.job_set_id {
-            self.schedules = set
-                .jobs
-                .iter()
-                .map(|(name, j)| {
-                    let s = Schedule::parse(&j.spec.schedule, j.spec.timezone.as_deref()).ok();
-                    (name.clone(), Arc::new(s))
-                })
-                .collect();
-            self.job_set_id = id;
-        }
+        self.job_set_id = id;
+        let schedules = self.schedules.for_set(set);
         let mut next_change: Option<i64> = None;
         self.jobs = set
             .jobs
             .iter()
             .map(|(name, j)| {
-                let schedule = self.schedules.get(name).and_then(|s| s.as_ref().as_ref());
+                let schedule = schedules.get(name).and_then(Option::as_ref);
                 let next = self
                     .next_fires
                     .next_after(&self.job_set_id, name, schedule, now_ms);

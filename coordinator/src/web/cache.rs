@@ -6,49 +6,12 @@
 //! something it shows can have changed: the job set, any ledger record, the cluster facts
 //! (election mode, spread owners), or the clock passing the earliest `nextFire` in it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::Bytes;
-use cronstable_core::schedule::Schedule;
 
 use super::jobs::ViewFacts;
 use crate::jobs::JobSet;
-
-/// Parsed schedules of the current job set, so `/jobs` over a thousand jobs does not parse a
-/// thousand cron expressions per request. Rebuilt when the job-set ID changes.
-#[derive(Debug, Default)]
-pub(crate) struct ScheduleCache {
-    /// The job-set ID the schedules were parsed for, and the schedules.
-    parsed: Mutex<Option<(String, Schedules)>>,
-}
-
-/// Each job's parsed schedule; `None` where it does not parse (the shim reported that).
-pub(crate) type Schedules = Arc<HashMap<String, Option<Schedule>>>;
-
-impl ScheduleCache {
-    pub(crate) fn for_set(&self, set: &JobSet) -> Schedules {
-        let id = set.id.to_string();
-        let mut cached = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((cached_id, map)) = cached.as_ref()
-            && *cached_id == id
-        {
-            return map.clone();
-        }
-        let map: Arc<HashMap<_, _>> = Arc::new(
-            set.jobs
-                .iter()
-                .map(|(name, job)| {
-                    let spec = &job.spec;
-                    let parsed = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok();
-                    (name.clone(), parsed)
-                })
-                .collect(),
-        );
-        *cached = Some((id, map.clone()));
-        map
-    }
-}
 
 /// Everything the `/jobs` body depends on apart from the clock.
 #[derive(Debug, Clone)]

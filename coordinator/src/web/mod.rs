@@ -36,7 +36,7 @@ pub use node::NodeStats;
 pub(crate) struct WebState {
     core: CoordinatorState,
     node: Arc<NodeStats>,
-    schedules: Arc<cache::ScheduleCache>,
+    schedules: Arc<crate::next_fire::ScheduleCache>,
     list: Arc<cache::ListCache>,
     next_fires: Arc<std::sync::Mutex<NextFires>>,
 }
