@@ -28,6 +28,9 @@ need_pkg etcd etcd-server
 need_pkg etcdctl etcd-client
 # Network namespaces for the partition tests.
 need_pkg ip iproute2
+# nsenter and mount: the partition harness cuts a node off the filesystem store in its mount namespace
+need_pkg nsenter util-linux
+need_pkg mount mount
 # Prometheus' own checker for the /metrics exposition.
 need_pkg promtool prometheus
 # Debian's real cron daemon runs cronstable-gate (tests/tests/gate_cron.rs), and the systemd

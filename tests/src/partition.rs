@@ -25,6 +25,9 @@ use crate::gossip::{ClusterFiles, ClusterPlan, cluster};
 use crate::netns::Lab;
 use crate::{Coordinator, Proc, binary, wait_for_state};
 
+mod nemesis;
+pub use nemesis::nemesis_schedule;
+
 /// SplitMix64: a tiny seeded generator, so a run is replayable from its printed seed.
 pub struct Rng(u64);
 
@@ -140,7 +143,8 @@ pub enum HarnessBackend {
     /// A three-member etcd cluster on n1..n3, every coordinator a client (lease ttl 6 s).
     Etcd,
     /// One lease directory every host shares (lease ttl 6 s). Partitions do not reach a local
-    /// directory, so here they test only that nothing else breaks.
+    /// directory, so the store faults cut it off per mount namespace instead
+    /// ([`Bench::cut_from_store`]).
     Filesystem,
 }
 
@@ -347,29 +351,6 @@ impl Bench {
         });
     }
 
-    /// Freezes every etcd member (SIGSTOP) for `hold`, then resumes them: the store is down but
-    /// its sockets stay open, the worst case for a client. A no-op on other backends.
-    pub fn store_outage(&mut self, hold: Duration) {
-        if self.etcd.is_empty() {
-            return;
-        }
-        let from = now_ms();
-        for m in &self.etcd {
-            crate::send_signal(m.id(), 19);
-        }
-        std::thread::sleep(hold);
-        for m in &self.etcd {
-            crate::send_signal(m.id(), 18);
-        }
-        let to = now_ms();
-        println!("nemesis: etcd stopped for {} s", hold.as_secs());
-        self.nemesis.push(Period {
-            from,
-            to,
-            label: "etcd stopped".into(),
-        });
-    }
-
     /// SIGKILLs host `i`'s coordinator and shim, waits `down`, restarts both.
     pub fn kill(&mut self, i: usize, down: Duration) {
         let name = self.files.nodes[i].name.clone();
@@ -556,31 +537,6 @@ fn start_etcd(lab: &Lab, dir: &Path) -> Vec<std::process::Child> {
         }
     });
     members
-}
-
-/// Runs the standard nemesis schedule: `cycles` rounds of majority/minority split, isolated
-/// leader, bridge and a kill of the leader, each held `hold`, with `rest` of health between.
-/// Returns the final heal.
-pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: Duration) -> i64 {
-    for _ in 0..cycles {
-        std::thread::sleep(rest);
-        bench.partition("partition [n1 n2]|[n3 n4 n5]", hold, |lab| {
-            lab.split(&[0, 1], &[2, 3, 4])
-        });
-        std::thread::sleep(rest);
-        bench.partition("isolate leader n1", hold, |lab| lab.isolate(0));
-        std::thread::sleep(rest);
-        bench.partition("bridge n3: [n1 n2]x[n4 n5]", hold, |lab| {
-            lab.split(&[0, 1], &[3, 4])
-        });
-        std::thread::sleep(rest);
-        bench.kill(0, hold / 2);
-        if bench.backend == HarnessBackend::Etcd {
-            std::thread::sleep(rest);
-            bench.store_outage(hold);
-        }
-    }
-    now_ms()
 }
 
 /// One whole partition run, as the CI test and the long-run example both do it.

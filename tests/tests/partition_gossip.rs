@@ -1,9 +1,10 @@
-//! Seed 003's partition test on the gossip and etcd backends, short enough for CI (about 4
+//! Seed 003's partition test on the gossip, etcd and filesystem backends, short enough for CI (about 4
 //! minutes each):
 //! five hosts in network namespaces, a seeded random workload, one cycle of every nemesis
 //! (majority/minority split, isolated leader, bridge, SIGKILL of the leader), then the
 //! schedule checker over the hosts' run logs (issue 7). On etcd (three members on n1..n3, the
-//! partitions cut etcd's own traffic too) Leader gets no exemption at all: it is fenced. The JSON result and the SVG timeline
+//! partitions cut etcd's own traffic too) Leader gets no exemption at all: it is fenced. On filesystem the store itself is cut off, from the lease holder alone and
+//! then from every node. The JSON result and the SVG timeline
 //! are written to `target/partition/`. Set `CRONSTABLE_PARTITION_SEED` to replay a run.
 
 use std::time::Duration;
@@ -20,6 +21,13 @@ fn seed_003_gossip_no_double_runs_outside_documented_windows_and_no_wedge() {
 #[test]
 fn seed_003_etcd_leader_never_runs_twice_and_nothing_wedges() {
     short_run(HarnessBackend::Etcd, 76);
+}
+
+/// The filesystem store's own faults: the holder alone, then every node, cut off the lease
+/// directory (LSE-FS-03, LSE-FS-07: the holder stops leading before its lease can be taken).
+#[test]
+fn seed_003_filesystem_leader_never_runs_twice_through_store_cuts() {
+    short_run(HarnessBackend::Filesystem, 77);
 }
 
 /// One short run on `backend` in lab `lab`, with every verdict asserted.

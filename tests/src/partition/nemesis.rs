@@ -1,0 +1,152 @@
+//! The nemesis of the partition harness: the standard fault schedule and the store faults of
+//! the lease backends.
+//!
+//! Network faults come from [`crate::netns::Lab`]. Store faults differ per backend:
+//!
+//! - etcd: every member is frozen with SIGSTOP, so its sockets stay open but nothing answers
+//!   (the worst case for a client);
+//! - filesystem: the lease directory is one local directory every host shares, so a network cut
+//!   never separates a node from it. The store is cut off instead by mounting an empty,
+//!   read-only directory over it inside the node's own mount namespace (`ip netns exec` gives
+//!   every coordinator one), which a coordinator sees as a store whose every open or write
+//!   fails: a shared mount gone read-only or lost. Either one node is cut off (the lease holder:
+//!   it must stop leading before anyone else can take over) or every node is (no one leads).
+
+use std::process::Command;
+use std::time::Duration;
+
+use cronstable_coordinator::clock::now_ms;
+use cronstable_core::checker::Period;
+
+use super::{Bench, HarnessBackend};
+
+/// Runs the standard nemesis schedule: `cycles` rounds of majority/minority split, isolated
+/// leader, bridge and a kill of the leader, each held `hold`, with `rest` of health between;
+/// on lease backends also the store faults. Returns the final heal.
+pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: Duration) -> i64 {
+    for _ in 0..cycles {
+        std::thread::sleep(rest);
+        bench.partition("partition [n1 n2]|[n3 n4 n5]", hold, |lab| {
+            lab.split(&[0, 1], &[2, 3, 4])
+        });
+        std::thread::sleep(rest);
+        bench.partition("isolate leader n1", hold, |lab| lab.isolate(0));
+        std::thread::sleep(rest);
+        bench.partition("bridge n3: [n1 n2]x[n4 n5]", hold, |lab| {
+            lab.split(&[0, 1], &[3, 4])
+        });
+        std::thread::sleep(rest);
+        bench.kill(0, hold / 2);
+        match bench.backend {
+            HarnessBackend::Gossip => {}
+            HarnessBackend::Etcd => {
+                std::thread::sleep(rest);
+                bench.store_outage(hold);
+            }
+            HarnessBackend::Filesystem => {
+                std::thread::sleep(rest);
+                if let Some(holder) = bench.lease_holder() {
+                    bench.cut_from_store(&[holder], hold);
+                }
+                std::thread::sleep(rest);
+                bench.cut_from_store(&[0, 1, 2, 3, 4], hold);
+            }
+        }
+    }
+    now_ms()
+}
+
+impl Bench {
+    /// Freezes every etcd member (SIGSTOP) for `hold`, then resumes them: the store is down but
+    /// its sockets stay open, the worst case for a client. On the filesystem backend the store is
+    /// cut off from every node instead; a no-op on gossip.
+    pub fn store_outage(&mut self, hold: Duration) {
+        match self.backend {
+            HarnessBackend::Gossip => {}
+            HarnessBackend::Filesystem => self.cut_from_store(&[0, 1, 2, 3, 4], hold),
+            HarnessBackend::Etcd => {
+                let from = now_ms();
+                for m in &self.etcd {
+                    crate::send_signal(m.id(), 19);
+                }
+                std::thread::sleep(hold);
+                for m in &self.etcd {
+                    crate::send_signal(m.id(), 18);
+                }
+                let to = now_ms();
+                println!("nemesis: etcd stopped for {} s", hold.as_secs());
+                self.nemesis.push(Period {
+                    from,
+                    to,
+                    label: "etcd stopped".into(),
+                });
+            }
+        }
+    }
+
+    /// The index of the host whose coordinator says it holds the lease, if one does.
+    pub fn lease_holder(&self) -> Option<usize> {
+        self.hosts.iter().position(|h| {
+            h.coordinator
+                .as_ref()
+                .and_then(|c| crate::gossip::cluster(c.web))
+                .is_some_and(|v| v["is_leader"] == true)
+        })
+    }
+
+    /// Filesystem backend: cuts hosts `cut` off the lease directory for `hold` (an empty
+    /// read-only directory mounted over it in each coordinator's mount namespace), then
+    /// restores it. Panics when the mount cannot be made, so a broken nemesis fails the run
+    /// instead of passing as a fault that never happened.
+    pub fn cut_from_store(&mut self, cut: &[usize], hold: Duration) {
+        assert_eq!(
+            self.backend,
+            HarnessBackend::Filesystem,
+            "only the filesystem store is a local directory"
+        );
+        let store = self.dir.join("lease-store");
+        let blank = self.dir.join("lease-store-unreachable");
+        std::fs::create_dir_all(&blank).unwrap();
+        let pids: Vec<u32> = cut
+            .iter()
+            .filter_map(|&i| self.hosts[i].coordinator.as_ref().map(|c| c.proc.pid()))
+            .collect();
+        let from = now_ms();
+        for &pid in &pids {
+            in_mount_ns(
+                pid,
+                &format!(
+                    "mount --bind '{}' '{}' && mount -o remount,ro,bind '{}'",
+                    blank.display(),
+                    store.display(),
+                    store.display()
+                ),
+            );
+        }
+        std::thread::sleep(hold);
+        for &pid in &pids {
+            in_mount_ns(pid, &format!("umount '{}'", store.display()));
+        }
+        let to = now_ms();
+        let who: Vec<String> = cut.iter().map(|&i| format!("n{}", i + 1)).collect();
+        let label = if cut.len() == self.hosts.len() {
+            "filesystem store unreachable".to_owned()
+        } else {
+            format!("{} cut from the store", who.join(" "))
+        };
+        println!("nemesis: {label} for {} s", hold.as_secs());
+        self.nemesis.push(Period { from, to, label });
+    }
+}
+
+/// Runs `script` with sh inside the mount namespace of process `pid`.
+fn in_mount_ns(pid: u32, script: &str) {
+    let status = Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-m", "--", "sh", "-c", script])
+        .status()
+        .unwrap_or_else(|e| panic!("nsenter (util-linux) could not run: {e}"));
+    assert!(
+        status.success(),
+        "in pid {pid}'s mount namespace: `{script}` failed"
+    );
+}
