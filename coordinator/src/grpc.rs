@@ -318,6 +318,13 @@ fn instruction_to_wire(i: Instruction) -> pb::Instruction {
         Instruction::JobSetChanged { job_set_id } => {
             pb::instruction::Kind::JobSetChanged(pb::JobSetChanged { job_set_id })
         }
+        Instruction::RunDeferred {
+            job,
+            scheduled_at_ms,
+        } => pb::instruction::Kind::RunDeferred(pb::RunDeferred {
+            job,
+            scheduled_at_ms,
+        }),
     };
     pb::Instruction { kind: Some(kind) }
 }

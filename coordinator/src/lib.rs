@@ -28,6 +28,7 @@
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod deferred;
 pub mod demo;
 pub mod events;
 pub mod gossip;
@@ -188,6 +189,8 @@ pub async fn run(
         notifier,
         stopped(),
     ));
+    // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
+    let deferred_task = tokio::spawn(deferred::push_when_ready(state.clone(), stopped()));
     let backend_task = tokio::spawn(backend.run(BackendContext {
         reboot_ran: state.reboot_ran.clone(),
         view: view_tx,
@@ -229,6 +232,7 @@ pub async fn run(
     }
     if let Some((which, result)) = failed {
         let _ = stop_tx.send(true);
+        deferred_task.abort();
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
@@ -244,6 +248,7 @@ pub async fn run(
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
     roles_task.abort();
+    deferred_task.abort();
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

@@ -28,6 +28,13 @@ pub enum Instruction {
         /// An id the operator can look for in the ledger and logs.
         request_id: String,
     },
+    /// A deferred `@reboot` one-shot would no longer be deferred: ask ShouldRun again now.
+    RunDeferred {
+        /// The job's name.
+        job: String,
+        /// The one-shot's scheduled instant (Unix ms), as the executor asked it.
+        scheduled_at_ms: i64,
+    },
     /// The node's job-set ID changed.
     JobSetChanged {
         /// The new ID.
@@ -81,6 +88,8 @@ pub struct CoordinatorState {
     pub metrics: Metrics,
     /// Deferred `@reboot` one-shots this node's executors started, for the backend to share.
     pub reboot_ran: RebootRan,
+    /// Deferred `@reboot` one-shots executors wait on, for the `RunDeferred` push.
+    pub deferred: crate::deferred::DeferredOneShots,
     /// The `notify:` webhook, when configured: told about failed runs.
     notifier: Option<Notifier>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
@@ -96,6 +105,7 @@ impl CoordinatorState {
             ledger: Ledger::new(),
             metrics: Metrics::new(),
             reboot_ran: RebootRan::new(),
+            deferred: crate::deferred::DeferredOneShots::new(),
             notifier: None,
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
@@ -145,29 +155,16 @@ impl CoordinatorState {
     ) -> Option<Answer> {
         let set = self.registry.current();
         let registered = set.get(job)?;
-        let policy = registered.spec.cluster_policy;
-        // Decide inside one short borrow of the view: no copy of it per firing, and the
-        // backend's next write waits only for these few field reads.
-        let (decision, owner, fence, node) = {
-            let view = self.view.borrow();
-            let now = tokio::time::Instant::now();
-            let mut gate = view.gate_for(job, now);
-            if let (Gate::Manager(g), Election::Managed(m)) = (&mut gate, &view.election) {
-                g.reboot_ran_unknown = m
-                    .reboot_ran
-                    .as_ref()
-                    .is_some_and(|r| r.job_set_id != set.id.as_str());
-            }
-            let decision = decide(policy, kind, gate);
-            let run = decision.verdict == cronstable_core::Verdict::Run;
-            let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
-            (
-                decision,
-                view.owner_of(job, policy, now),
-                fence,
-                view.node_name.clone(),
-            )
-        };
+        let (decision, owner, fence, node) =
+            self.decide_now(&set, job, registered.spec.cluster_policy, kind);
+        if kind == FiringKind::Reboot {
+            self.deferred.answered(
+                job,
+                scheduled_at_ms,
+                &registered.executor_id,
+                decision.verdict,
+            );
+        }
         let answer = Answer {
             decision,
             owner,
@@ -197,6 +194,48 @@ impl CoordinatorState {
             "firing decided"
         );
         Some(answer)
+    }
+
+    /// The gate's answer for `job` with `policy` right now, with the owner, fence and node
+    /// name. Decided inside one short borrow of the view: no copy of it per firing, and the
+    /// backend's next write waits only for these few field reads.
+    fn decide_now(
+        &self,
+        set: &crate::jobs::JobSet,
+        job: &str,
+        policy: ClusterPolicy,
+        kind: FiringKind,
+    ) -> (Decision, Option<String>, Option<String>, String) {
+        let view = self.view.borrow();
+        let now = tokio::time::Instant::now();
+        let mut gate = view.gate_for(job, now);
+        if let (Gate::Manager(g), Election::Managed(m)) = (&mut gate, &view.election) {
+            g.reboot_ran_unknown = m
+                .reboot_ran
+                .as_ref()
+                .is_some_and(|r| r.job_set_id != set.id.as_str());
+        }
+        let decision = decide(policy, kind, gate);
+        let run = decision.verdict == cronstable_core::Verdict::Run;
+        let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
+        (
+            decision,
+            view.owner_of(job, policy, now),
+            fence,
+            view.node_name.clone(),
+        )
+    }
+
+    /// What the gate would answer a firing of `job` of `kind` now, without recording it (for
+    /// the `RunDeferred` push); `None` when the job is not registered.
+    pub fn peek_verdict(&self, job: &str, kind: FiringKind) -> Option<cronstable_core::Verdict> {
+        let set = self.registry.current();
+        let registered = set.get(job)?;
+        Some(
+            self.decide_now(&set, job, registered.spec.cluster_policy, kind)
+                .0
+                .verdict,
+        )
     }
 
     /// Opens the instruction channel of an executor, replacing any previous one (a reconnect).

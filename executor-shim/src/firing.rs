@@ -32,6 +32,10 @@ const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
 /// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often
 /// starts after the container it serves) before the no-manager rule decides it.
 const REBOOT_PATIENCE: Duration = Duration::from_secs(30);
+/// How long a deferred `@reboot` one-shot waits between questions when its coordinator
+/// answered: the coordinator pushes `RunDeferred` over Watch as soon as the gate would decide
+/// it, so this is only the fallback for a push that could not be delivered.
+const REBOOT_DEFER_FALLBACK: Duration = Duration::from_secs(5);
 
 /// What every firing task shares.
 #[derive(Debug, Clone)]
@@ -48,6 +52,8 @@ pub struct FiringContext {
     pub reregister: Arc<Notify>,
     /// The shim's current jobs (to re-register inline when the coordinator forgot them).
     pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
+    /// Where the coordinator's `RunDeferred` pushes wake waiting @reboot one-shots.
+    pub wakeups: crate::wakeups::DeferredWakeups,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -76,6 +82,18 @@ impl FiringContext {
         tokio::select! {
             _ = tokio::time::sleep(d) => !self.stopping(),
             _ = stopping.wait_for(|s| *s) => false,
+        }
+    }
+
+    /// Like [`Self::pause`], but also ends early when the coordinator pushes `RunDeferred`
+    /// for the one-shot `wakeup` stands for.
+    async fn pause_until_woken(&self, d: Duration, wakeup: &crate::wakeups::WakeupGuard) -> bool {
+        tokio::select! {
+            resumed = self.pause(d) => resumed,
+            () = wakeup.woken() => {
+                tracing::debug!("coordinator says the deferred one-shot may be decided now");
+                !self.stopping()
+            }
         }
     }
 
@@ -243,6 +261,8 @@ pub async fn fire(
     let mut attempt = 1;
     let mut kind = first;
     let mut deferred_since: Option<tokio::time::Instant> = None;
+    // Registered for the whole wait, so a push between two questions is kept.
+    let wakeup = deferred_one_shot.then(|| ctx.wakeups.register(&job.name, at_ms));
     loop {
         if ctx.stopping() {
             return;
@@ -351,7 +371,18 @@ pub async fn fire(
                     return;
                 }
                 tracing::debug!(job = job.name, reason = gate.reason.code(), "deferred");
-                if !ctx.pause(gate.retry_after).await {
+                let pushed = match &wakeup {
+                    Some(w) if kind == FiringKind::Reboot && !gate.local => Some(w),
+                    _ => None,
+                };
+                let resumed = match pushed {
+                    Some(w) => {
+                        ctx.pause_until_woken(REBOOT_DEFER_FALLBACK.max(gate.retry_after), w)
+                            .await
+                    }
+                    None => ctx.pause(gate.retry_after).await,
+                };
+                if !resumed {
                     return;
                 }
                 continue;

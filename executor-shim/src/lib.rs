@@ -28,6 +28,7 @@ pub mod reaper;
 pub mod runner;
 pub mod session;
 pub mod source;
+pub mod wakeups;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -127,6 +128,7 @@ pub async fn run(
         stopping: stop_rx,
         reregister: Arc::new(Notify::new()),
         jobs: jobs_rx.clone(),
+        wakeups: wakeups::DeferredWakeups::new(),
     };
     tracing::info!(
         source = %config.source.path().display(),

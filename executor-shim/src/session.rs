@@ -120,8 +120,17 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");
         }
-        Some(pb::instruction::Kind::RunDeferred(_))
-        | Some(pb::instruction::Kind::ResumeRetry(_)) => {
+        Some(pb::instruction::Kind::RunDeferred(d))
+            if !ctx.wakeups.wake(&d.job, d.scheduled_at_ms) =>
+        {
+            tracing::debug!(
+                job = d.job,
+                scheduled_at_ms = d.scheduled_at_ms,
+                "RunDeferred for a one-shot that is no longer waiting"
+            );
+        }
+        Some(pb::instruction::Kind::RunDeferred(_)) => {}
+        Some(pb::instruction::Kind::ResumeRetry(_)) => {
             tracing::debug!("instruction not handled by this shim version");
         }
         None => {}

@@ -142,6 +142,15 @@ fn rbt_01_05_06_deferred_one_shots_run_once_and_a_rebooted_leader_does_not_rerun
     assert_eq!(count(&ran, "announce"), 1, "{ran:?} {announce:?}");
     assert!(ran.contains(&"n1 announce".to_owned()), "{ran:?}");
     assert_eq!(count(&ran, "warm"), 3, "{ran:?}");
+    // The deferred one-shots were woken by the coordinator over Watch (RunDeferred), not by
+    // the shim's own fallback re-ask.
+    let pushed = all[0]
+        .proc
+        .log()
+        .lines()
+        .filter(|l| l.contains("deferred @reboot one-shot may be decided now"))
+        .count();
+    assert!(pushed >= 2, "n1 pushed {pushed} RunDeferred instructions");
     for n in &all {
         let warm = reboot_decisions(n, "warm");
         assert!(
