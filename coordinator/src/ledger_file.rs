@@ -216,6 +216,18 @@ impl Line {
     }
 }
 
+/// One record in the ledger's line format (also the value format of the etcd-backed ledger).
+pub(crate) fn encode(record: &Record) -> Vec<u8> {
+    serde_json::to_vec(&Line::from_record(record)).unwrap_or_default()
+}
+
+/// A record back from [`encode`]'s format; `None` when it does not parse.
+pub(crate) fn decode(bytes: &[u8]) -> Option<Record> {
+    serde_json::from_slice::<Line>(bytes)
+        .ok()
+        .and_then(Line::into_record)
+}
+
 /// The file of `node`'s ledger under `dir`.
 pub fn ledger_path(dir: &Path, node: &str) -> PathBuf {
     // A node name is a DNS-ish label; anything else is replaced so it cannot leave `dir`.

@@ -36,6 +36,7 @@ pub mod grpc;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
+pub mod ledger_etcd;
 pub mod ledger_file;
 pub mod listeners;
 pub mod metrics;
@@ -115,6 +116,9 @@ pub enum RunError {
     /// `state.path` could not be read or written.
     #[error(transparent)]
     State(ledger_file::LedgerFileError),
+    /// `state.store: etcd` cannot be used (its TLS files or password do not work).
+    #[error(transparent)]
+    StateEtcd(ledger_etcd::LedgerEtcdError),
     /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
     #[error("web.authToken: {0}")]
     AuthToken(#[source] config::SecretError),
@@ -160,6 +164,24 @@ pub async fn run(
     let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
+    }
+    if config.state.store == config::StateStore::Etcd
+        && let Some(etcd) = config.cluster.as_ref().and_then(|c| c.etcd.as_ref())
+    {
+        let password = match &etcd.password {
+            Some(p) => Some(
+                p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+                    .map_err(|e| {
+                        RunError::StateEtcd(ledger_etcd::LedgerEtcdError::Settings(format!(
+                            "cluster.etcd.password: {e}"
+                        )))
+                    })?,
+            ),
+            None => None,
+        };
+        ledger_etcd::open(etcd, password, &node_name, &state.ledger)
+            .await
+            .map_err(RunError::StateEtcd)?;
     }
     if let Some(jobs) = &config.jobs {
         // Registered before the backend starts, so the first job-set ID peers see covers them.

@@ -375,3 +375,28 @@ fn state_path_is_kept_and_a_blank_one_is_an_error() {
         assert!(e.contains("state.path"), "{text:?}: {e}");
     }
 }
+
+#[test]
+fn state_store_etcd_needs_the_etcd_backend_and_no_path() {
+    let etcd = "cluster:\n  backend: etcd\n  nodeName: n1\n  etcd:\n    endpoints: [\"http://127.0.0.1:2379\"]\n";
+    let loaded = config::parse(&format!("{etcd}state:\n  store: etcd\n"), "c.yaml").unwrap();
+    assert_eq!(loaded.config.state.store, config::StateStore::Etcd);
+    assert_eq!(loaded.config.state.path, None);
+    let e = parse_err("state:\n  store: etcd\n").to_string();
+    assert!(
+        e.contains("state.store") && e.contains("cluster.backend: etcd"),
+        "{e}"
+    );
+    let e = parse_err(&format!(
+        "{etcd}state:\n  store: etcd\n  path: /var/lib/x\n"
+    ))
+    .to_string();
+    assert!(
+        e.contains("state.path") && e.contains("must not be set"),
+        "{e}"
+    );
+    let e = parse_err("state:\n  store: redis\n  path: /x\n").to_string();
+    assert!(e.contains("state.store") && e.contains("redis"), "{e}");
+    let file = config::parse("state:\n  store: file\n  path: /x\n", "c.yaml").unwrap();
+    assert_eq!(file.config.state.store, config::StateStore::File);
+}

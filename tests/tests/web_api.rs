@@ -492,11 +492,53 @@ fn run_history_survives_a_restart_with_a_state_path() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let extra = format!("state:\n  path: {}\n", state.display());
+    history_survives_a_restart(dir.path(), &extra, || {
+        assert!(
+            std::fs::read_dir(&state).unwrap().count() >= 1,
+            "the ledger file is in state.path"
+        );
+    });
+}
+
+/// The same with `state.store: etcd` on the etcd backend: a real etcd keeps the history, so a
+/// coordinator without any local state finds it again.
+#[test]
+fn run_history_survives_a_restart_with_the_etcd_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = cronstable_tests::lease::Etcd::start();
+    let extra = format!(
+        "cluster:\n  backend: etcd\n  nodeName: n1\n  etcd:\n    endpoints: [\"{}\"]\n    \
+         ttl: 6\nstate:\n  store: etcd\n",
+        etcd.endpoint()
+    );
+    history_survives_a_restart(dir.path(), &extra, || {
+        let out = std::process::Command::new("etcdctl")
+            .args([
+                "--endpoints",
+                &etcd.endpoint(),
+                "get",
+                "--prefix",
+                "--keys-only",
+            ])
+            .arg("cronstable/leader/ledger/n1/")
+            .output()
+            .expect("etcdctl runs");
+        let keys = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            keys.lines().filter(|l| !l.is_empty()).count() >= 2,
+            "the ledger is in etcd: {keys}"
+        );
+    });
+}
+
+/// Runs a job, stops the shim and coordinator, checks `stored` (where the history went), and
+/// shows the restarted coordinator serving that history.
+fn history_survives_a_restart(dir: &Path, extra: &str, stored: impl FnOnce()) {
     let tab = crontab(
-        dir.path(),
+        dir,
         "# cronstable: name=report seconds=true\n* * * * * * echo made a report\n",
     );
-    let mut coordinator = coordinator_with(dir.path(), &extra);
+    let mut coordinator = coordinator_with(dir, extra);
     let mut shim = start_shim(&tab, &coordinator.api, &[]);
     let before = wait_for("a finished run", || {
         let r = http(coordinator.web, "GET", "/jobs/report").ok()?;
@@ -507,15 +549,12 @@ fn run_history_survives_a_restart_with_a_state_path() {
     shim.wait_exit();
     coordinator.proc.signal(15);
     coordinator.proc.wait_exit();
-    assert!(
-        std::fs::read_dir(&state).unwrap().count() >= 1,
-        "the ledger file is in state.path"
-    );
+    stored();
 
     // The same job, now on a schedule that will not fire during the test: whatever /jobs
-    // shows as its last run came from the file.
+    // shows as its last run came from the store.
     let quiet = crontab(
-        dir.path(),
+        dir,
         "# cronstable: name=report\n0 0 1 1 * echo made a report\n",
     );
     let restarted = Coordinator::start_with(

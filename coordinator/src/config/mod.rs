@@ -16,7 +16,7 @@
 //!   nodeName: cronstable-a
 //!   electLeader: true
 //! state:                              # optional: keep run history across restarts
-//!   path: /var/lib/cronstable
+//!   path: /var/lib/cronstable         # (or `store: etcd` with cluster.backend etcd)
 //! notify:                             # optional: page someone (see `notify`)
 //!   webhook: {url: "https://hooks.internal/cron", events: [leader_change, quorum_loss]}
 //! jobs:                               # optional: jobs the coordinator registers itself
@@ -117,8 +117,20 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StateConfig {
     /// The directory the run ledger is kept in (`state.path`), so run history survives a
-    /// restart; `None` keeps it in memory only.
+    /// restart; `None` keeps it in memory only (or in etcd, with [`StateStore::Etcd`]).
     pub path: Option<std::path::PathBuf>,
+    /// Where the run ledger is kept (`state.store`): a file under `path` (the default) or etcd.
+    pub store: StateStore,
+}
+
+/// `state.store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateStore {
+    /// `file`: `<state.path>/ledger-<node>.jsonl`.
+    #[default]
+    File,
+    /// `etcd`: under `<cluster.etcd.electionName>/ledger/<node>/` in the election's etcd.
+    Etcd,
 }
 
 /// `api:`.

@@ -32,6 +32,7 @@ pub(crate) struct RawConfig {
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub(crate) struct RawState {
     pub(crate) path: Option<String>,
+    pub(crate) store: Option<String>,
 }
 
 /// `jobs:`: exactly one of the three file keys.

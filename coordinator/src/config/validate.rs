@@ -86,13 +86,50 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
     }
     config.cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
     if let Some(state) = raw.state {
-        config.state.path = nonblank_path(
-            &mut ctx,
-            "state.path",
-            state.path.as_ref(),
-            "the directory the run history is kept in",
-        );
-        if config.state.path.is_none() && !ctx.written("state.path") {
+        config.state.store = match state.store.as_deref().map(str::trim) {
+            None | Some("file") => super::StateStore::File,
+            Some("etcd") => super::StateStore::Etcd,
+            Some(other) => {
+                ctx.error(
+                    "state.store",
+                    format!("must be file or etcd, not {other:?}"),
+                );
+                super::StateStore::File
+            }
+        };
+        let etcd_backend = config
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.backend == super::cluster::Backend::Etcd);
+        if config.state.store == super::StateStore::Etcd {
+            if !etcd_backend {
+                ctx.error(
+                    "state.store",
+                    "etcd needs cluster.backend: etcd (the ledger uses cluster.etcd's \
+                     endpoints and credentials)",
+                );
+            }
+            if ctx.written("state.path") {
+                ctx.error(
+                    "state.path",
+                    "must not be set with state.store: etcd (the ledger is kept in etcd)",
+                );
+            }
+        }
+        config.state.path = if config.state.store == super::StateStore::Etcd {
+            None
+        } else {
+            nonblank_path(
+                &mut ctx,
+                "state.path",
+                state.path.as_ref(),
+                "the directory the run history is kept in",
+            )
+        };
+        if config.state.store == super::StateStore::File
+            && config.state.path.is_none()
+            && !ctx.written("state.path")
+        {
             ctx.error(
                 "state.path",
                 "is required in a state section: the directory the run history is kept in",
