@@ -131,6 +131,18 @@ impl Etcd {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+
+    /// Freezes it (SIGSTOP): its socket stays open but nothing answers, a client's worst case.
+    pub fn freeze(&self) {
+        let pid = self.child.as_ref().expect("etcd runs").id();
+        assert!(crate::send_signal(pid, 19), "kill -STOP etcd");
+    }
+
+    /// Resumes a frozen etcd (SIGCONT).
+    pub fn thaw(&self) {
+        let pid = self.child.as_ref().expect("etcd runs").id();
+        assert!(crate::send_signal(pid, 18), "kill -CONT etcd");
+    }
 }
 
 impl Drop for Etcd {
