@@ -156,7 +156,13 @@ pub async fn run(
     };
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
-    let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
+    let handoffs = config
+        .cluster
+        .as_ref()
+        .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &env));
+    let state = CoordinatorState::new(view_rx.clone())
+        .with_notifier(notifier.clone())
+        .with_handoffs(handoffs.clone());
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
     }
@@ -195,6 +201,10 @@ pub async fn run(
         ledger: state.ledger.clone(),
         shutdown: Box::pin(stopped()),
     }));
+
+    // The lease holder resumes retry sequences other nodes handed off (RTY-04).
+    let handoff_task =
+        handoffs.map(|h| tokio::spawn(lease::handoff_resume::run(h, state.clone(), stopped())));
 
     // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
     let grpc = Server::builder()
@@ -244,6 +254,9 @@ pub async fn run(
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
     roles_task.abort();
+    if let Some(t) = handoff_task {
+        t.abort();
+    }
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

@@ -43,7 +43,7 @@ use crate::config::cluster::EtcdConfig;
 pub const TTL_FLOOR: i64 = 3;
 
 /// The TLS settings for `https://` endpoints, read from `cluster.etcd.tls`; `Err` names the key.
-fn tls_options(config: &EtcdConfig) -> Result<Option<TlsOptions>, String> {
+pub(crate) fn tls_options(config: &EtcdConfig) -> Result<Option<TlsOptions>, String> {
     let https = config.endpoints.iter().any(|e| e.starts_with("https://"));
     let Some(tls) = config.tls.clone().or_else(|| https.then(Default::default)) else {
         return Ok(None);
@@ -447,7 +447,7 @@ impl LeaseStore for EtcdStore {
 
 #[cfg(test)]
 #[path = "etcd_tests.rs"]
-mod tests;
+pub(crate) mod tests;
 
 #[cfg(test)]
 #[path = "etcd_cluster_tests.rs"]
