@@ -120,8 +120,8 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");
         }
-        Some(pb::instruction::Kind::RunDeferred(_))
-        | Some(pb::instruction::Kind::ResumeRetry(_)) => {
+        Some(pb::instruction::Kind::ResumeRetry(r)) => crate::resume::resume(ctx, jobs, r),
+        Some(pb::instruction::Kind::RunDeferred(_)) => {
             tracing::debug!("instruction not handled by this shim version");
         }
         None => {}
