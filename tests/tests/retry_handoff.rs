@@ -36,13 +36,24 @@ fn history(node: &Coordinator, job: &str) -> Vec<serde_json::Value> {
         .unwrap_or_default()
 }
 
-fn handoff(store: Store) {
+/// Two lease nodes with a shim each; the job's attempt 1 failed on n1, and n1's coordinator
+/// was frozen past the ttl (n2 leads now) and thawed before attempt 2 is due.
+struct Scenario {
+    _dir: tempfile::TempDir,
+    out: std::path::PathBuf,
+    n1: Coordinator,
+    n2: Coordinator,
+    shim1: cronstable_tests::Proc,
+    shim2: cronstable_tests::Proc,
+}
+
+fn lost_leadership_mid_retry(store: &Store) -> Scenario {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("attempts");
     let crontab = dir.path().join("crontab");
-    let n1 = start_lease_node(dir.path(), "n1", &store, TTL);
+    let n1 = start_lease_node(dir.path(), "n1", store, TTL);
     wait_for("n1 to lead", || is_leader(n1.web).filter(|l| *l));
-    let n2 = start_lease_node(dir.path(), "n2", &store, TTL);
+    let n2 = start_lease_node(dir.path(), "n2", store, TTL);
     wait_one_leader(&[n1.web, n2.web], PATIENCE).expect("one leader");
     assert_eq!(is_leader(n1.web), Some(true));
 
@@ -73,7 +84,25 @@ fn handoff(store: Store) {
     n1.proc.signal(SIGSTOP);
     wait_for("n2 to take the lease", || is_leader(n2.web).filter(|l| *l));
     n1.proc.signal(SIGCONT);
+    Scenario {
+        _dir: dir,
+        out,
+        n1,
+        n2,
+        shim1,
+        shim2,
+    }
+}
 
+fn handoff(store: Store) {
+    let Scenario {
+        _dir,
+        out,
+        n1,
+        n2,
+        shim1,
+        shim2,
+    } = lost_leadership_mid_retry(&store);
     let logs = || {
         format!(
             "attempts: {:?}\n--- n1\n{}\n--- shim1\n{}\n--- n2\n{}\n--- shim2\n{}",
@@ -135,6 +164,33 @@ fn handoff(store: Store) {
 
 fn store_dir(dir: &Path) -> Store {
     Store::Filesystem(dir.to_owned())
+}
+
+#[test]
+fn rty_05_filesystem_a_failed_handoff_write_abandons_with_a_warning_and_a_cancelled_record() {
+    let store = tempfile::tempdir().unwrap();
+    // `cluster` is a file, so no handoff record can be written; the lease still works.
+    std::fs::create_dir_all(store.path().join("default")).unwrap();
+    std::fs::write(store.path().join("default/cluster"), "not a directory").unwrap();
+    let s = lost_leadership_mid_retry(&store_dir(store.path()));
+    s.shim1.wait_log("retry abandoned");
+    let cancelled = wait_for("the cancelled record on n1", || {
+        history(&s.n1, "flaky")
+            .into_iter()
+            .find(|r| r["event"] == "skipped" && r["reason"] == "not_owner")
+    });
+    assert_eq!(cancelled["attempt"], 2, "{cancelled}");
+    let h1 = history(&s.n1, "flaky");
+    let handed = h1.iter().find(|r| r["event"] == "handed_off").unwrap();
+    assert_eq!(handed["transferred"], false, "{handed}");
+    assert!(
+        s.shim1.log().contains("could not be written"),
+        "{}",
+        s.shim1.log()
+    );
+    // Nobody runs attempt 2.
+    assert_eq!(lines(&s.out), ["n1 1"]);
+    assert!(!s.shim2.log().contains("resuming a retry sequence"));
 }
 
 #[test]
