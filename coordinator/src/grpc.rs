@@ -206,10 +206,8 @@ impl Executor for ExecutorService {
     ) -> Result<Response<pb::HandoffResponse>, Status> {
         let req = request.into_inner();
         self.require_registered(&req.job)?;
-        // This node has no shared durable store, so nobody can resume the sequence: record it
-        // and tell the executor to abandon it (it writes the cancelled record and the WARNING).
-        let message = "no shared durable state store is configured, so the retry sequence \
-                       cannot move to the new owner and is abandoned";
+        let (transferred, message) =
+            crate::lease::handoff_resume::write_handoff(&self.state, &req, now_ms()).await;
         self.state.record(Record {
             job: req.job.clone(),
             scheduled_at_ms: req.scheduled_at_ms,
@@ -221,12 +219,12 @@ impl Executor for ExecutorService {
             recorded_at_ms: now_ms(),
             event: Event::HandedOff {
                 remaining_attempts: req.remaining_attempts,
-                transferred: false,
+                transferred,
             },
         });
         Ok(Response::new(pb::HandoffResponse {
-            transferred: false,
-            message: message.to_owned(),
+            transferred,
+            message,
         }))
     }
 
@@ -324,6 +322,19 @@ fn instruction_to_wire(i: Instruction) -> pb::Instruction {
         } => pb::instruction::Kind::RunDeferred(pb::RunDeferred {
             job,
             scheduled_at_ms,
+        }),
+        Instruction::ResumeRetry {
+            job,
+            scheduled_at_ms,
+            next_attempt,
+            remaining_attempts,
+            not_before_ms,
+        } => pb::instruction::Kind::ResumeRetry(pb::ResumeRetry {
+            job,
+            scheduled_at_ms,
+            next_attempt,
+            remaining_attempts,
+            not_before_ms,
         }),
     };
     pb::Instruction { kind: Some(kind) }

@@ -161,7 +161,13 @@ pub async fn run(
     };
     let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
     let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
-    let state = CoordinatorState::new(view_rx.clone()).with_notifier(notifier.clone());
+    let handoffs = config
+        .cluster
+        .as_ref()
+        .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &env));
+    let state = CoordinatorState::new(view_rx.clone())
+        .with_notifier(notifier.clone())
+        .with_handoffs(handoffs.clone());
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
     }
@@ -221,6 +227,10 @@ pub async fn run(
         shutdown: Box::pin(stopped()),
     }));
 
+    // The lease holder resumes retry sequences other nodes handed off (RTY-04).
+    let handoff_task =
+        handoffs.map(|h| tokio::spawn(lease::handoff_resume::run(h, state.clone(), stopped())));
+
     // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
     let grpc = Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
@@ -255,6 +265,9 @@ pub async fn run(
     if let Some((which, result)) = failed {
         let _ = stop_tx.send(true);
         deferred_task.abort();
+        if let Some(t) = &handoff_task {
+            t.abort();
+        }
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
@@ -271,6 +284,9 @@ pub async fn run(
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
     roles_task.abort();
     deferred_task.abort();
+    if let Some(t) = handoff_task {
+        t.abort();
+    }
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

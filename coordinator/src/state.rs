@@ -35,6 +35,19 @@ pub enum Instruction {
         /// The one-shot's scheduled instant (Unix ms), as the executor asked it.
         scheduled_at_ms: i64,
     },
+    /// Continue a retry sequence another node handed off (RTY-04).
+    ResumeRetry {
+        /// The job's name.
+        job: String,
+        /// The firing the sequence belongs to (Unix ms).
+        scheduled_at_ms: i64,
+        /// The attempt number to run next.
+        next_attempt: u32,
+        /// Attempts left, `next_attempt` included.
+        remaining_attempts: u32,
+        /// Not before this instant (Unix ms).
+        not_before_ms: i64,
+    },
     /// The node's job-set ID changed.
     JobSetChanged {
         /// The new ID.
@@ -92,6 +105,8 @@ pub struct CoordinatorState {
     pub deferred: crate::deferred::DeferredOneShots,
     /// The `notify:` webhook, when configured: told about failed runs.
     notifier: Option<Notifier>,
+    /// The shared store's handoff records, on a backend that has them (RTY-04).
+    pub handoffs: Option<crate::lease::handoff::Handoffs>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
 }
@@ -107,6 +122,7 @@ impl CoordinatorState {
             reboot_ran: RebootRan::new(),
             deferred: crate::deferred::DeferredOneShots::new(),
             notifier: None,
+            handoffs: None,
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
         }
@@ -116,6 +132,21 @@ impl CoordinatorState {
     pub fn with_notifier(mut self, notifier: Option<Notifier>) -> Self {
         self.notifier = notifier;
         self
+    }
+
+    /// Hands retry sequences off through `handoffs` (a lease backend's shared store).
+    pub fn with_handoffs(mut self, handoffs: Option<crate::lease::handoff::Handoffs>) -> Self {
+        self.handoffs = handoffs;
+        self
+    }
+
+    /// Whether `executor_id` has an open Watch stream.
+    pub fn is_watching(&self, executor_id: &str) -> bool {
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(executor_id)
+            .is_some_and(|tx| !tx.is_closed())
     }
 
     /// Appends one record to the ledger, counts it in the metrics, and reports a failed run

@@ -246,9 +246,23 @@ fn pending_reboot(jobs: &[LoadedJob], name: &str) -> PendingReboot {
 /// Runs one firing of `job` due at `scheduled_at`, with its retries.
 pub async fn fire(
     ctx: FiringContext,
+    job: Arc<JobSpec>,
+    scheduled_at: DateTime<Utc>,
+    first: FiringKind,
+) {
+    let max_attempts = job.retry.retries.saturating_add(1);
+    run_sequence(ctx, job, scheduled_at, first, 1, max_attempts).await;
+}
+
+/// The firing loop from attempt `attempt` (of kind `first`) up to `max_attempts`: every launch
+/// asks the gate first. A fresh firing starts at 1; a resumed handoff at its next attempt.
+pub(crate) async fn run_sequence(
+    ctx: FiringContext,
     mut job: Arc<JobSpec>,
     scheduled_at: DateTime<Utc>,
     first: FiringKind,
+    mut attempt: u32,
+    mut max_attempts: u32,
 ) {
     // A Leader/PreferLeader @reboot one-shot can wait a long time for the cluster to converge;
     // a reload meanwhile decides what, if anything, it runs (RBT-07, RBT-08).
@@ -256,9 +270,7 @@ pub async fn fire(
         first == FiringKind::Reboot && job.cluster_policy != ClusterPolicy::EveryNode;
     let mut told_vanished = false;
     let at_ms = scheduled_at.timestamp_millis();
-    let mut max_attempts = job.retry.retries.saturating_add(1);
     let asked_from = tokio::time::Instant::now();
-    let mut attempt = 1;
     let mut kind = first;
     let mut deferred_since: Option<tokio::time::Instant> = None;
     // Registered for the whole wait, so a push between two questions is kept.

@@ -25,6 +25,7 @@ pub mod firing;
 pub mod gate;
 pub mod plan;
 pub mod reaper;
+pub mod resume;
 pub mod runner;
 pub mod session;
 pub mod source;

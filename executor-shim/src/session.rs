@@ -120,6 +120,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");
         }
+        Some(pb::instruction::Kind::ResumeRetry(r)) => crate::resume::resume(ctx, jobs, r),
         Some(pb::instruction::Kind::RunDeferred(d))
             if !ctx.wakeups.wake(&d.job, d.scheduled_at_ms) =>
         {
@@ -130,9 +131,6 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
             );
         }
         Some(pb::instruction::Kind::RunDeferred(_)) => {}
-        Some(pb::instruction::Kind::ResumeRetry(_)) => {
-            tracing::debug!("instruction not handled by this shim version");
-        }
         None => {}
     }
 }

@@ -20,6 +20,12 @@ pub mod conformance;
 pub mod driver;
 pub mod etcd;
 pub mod filesystem;
+pub mod handoff;
+mod handoff_etcd;
+mod handoff_fs;
+pub mod handoff_resume;
+#[cfg(test)]
+mod handoff_tests;
 pub mod kubernetes;
 pub mod kubernetes_api;
 #[cfg(any(test, feature = "testkit"))]

@@ -1,0 +1,192 @@
+//! Durable retry handoff on the lease backends (RTY-04, RTY-07, MAP-02).
+//!
+//! When a retry learns that another node now owns its job, the old owner's coordinator writes a
+//! [`HandoffRecord`] to the shared store and answers the shim's `Handoff` with
+//! `transferred=true`. Whichever node holds the lease looks for records every
+//! [`SCAN_EVERY`]; for a job one of its own executors registered and is watching, it claims the
+//! record atomically and sends that executor a `ResumeRetry`, which runs the remaining attempts.
+//!
+//! The handoff part has its own store client ([`Handoffs`]) instead of going through the lease
+//! driver: the driver's rounds stay exactly as timed as before, a slow handoff write can never
+//! delay a renewal, and the gRPC handler needs no channel into the driver task. The cost is one
+//! more connection per coordinator (etcd) or a few more file operations (filesystem).
+//!
+//! Record names (see the store modules): etcd `<electionName>/handoff/<job>/<scheduledAtMs>`;
+//! filesystem `<path>/<deploymentId>/cluster/handoff/<job>@<scheduledAtMs>.json`. A record
+//! older than [`RECORD_EXPIRY`] is dropped with a WARNING and a cancelled ledger record, so
+//! records for jobs no node has any more do not accumulate. The Kubernetes backend has no
+//! handoff store yet: its retries keep being abandoned, with a message that says so.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::handoff_etcd::EtcdHandoffs;
+use super::handoff_fs::FilesystemHandoffs;
+use crate::config::cluster::{Backend, ClusterConfig};
+
+/// The bound on one handoff write (the shim's `Handoff` call waits for it).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The bound on one scan or claim.
+pub const SCAN_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the lease holder looks for records.
+pub const SCAN_EVERY: Duration = Duration::from_secs(1);
+/// How long a record waits for a node that can resume it before it is dropped.
+pub const RECORD_EXPIRY: Duration = Duration::from_secs(3600);
+
+/// The remaining attempts of one retry sequence, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HandoffRecord {
+    /// The job's name.
+    pub job: String,
+    /// The job-set ID of the node that wrote it (for operators; resuming uses the current
+    /// definition of the job on the new owner).
+    pub job_set_id: String,
+    /// The nominal instant of the firing the sequence belongs to (Unix ms).
+    pub scheduled_at_ms: i64,
+    /// The attempt number the new owner runs next.
+    pub next_attempt: u32,
+    /// How many attempts are left, `next_attempt` included.
+    pub remaining_attempts: u32,
+    /// Not before this instant (Unix ms): the backoff the old owner had still to wait.
+    pub not_before_ms: i64,
+    /// The node that handed it off.
+    pub from_node: String,
+    /// When it was written (Unix ms, the writer's clock).
+    pub created_at_ms: i64,
+}
+
+/// Why a handoff store operation failed; the message names the store object.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandoffError {
+    /// The store refused or could not be reached.
+    #[error("{0}")]
+    Store(String),
+    /// The store did not answer in time.
+    #[error("the {what} did not finish within {limit:?}")]
+    Timeout {
+        /// What was being done.
+        what: &'static str,
+        /// The bound.
+        limit: Duration,
+    },
+}
+
+/// One record found by a scan, with what its store needs to claim exactly that version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// The record.
+    pub record: HandoffRecord,
+    /// The etcd key or the file path.
+    pub name: String,
+    /// The etcd mod revision (0 on the filesystem).
+    pub revision: i64,
+}
+
+enum Inner {
+    Filesystem(FilesystemHandoffs),
+    Etcd(Box<tokio::sync::Mutex<EtcdHandoffs>>),
+}
+
+/// The handoff records of one deployment's shared store. Cheap to clone.
+#[derive(Clone)]
+pub struct Handoffs {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Handoffs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match &*self.inner {
+            Inner::Filesystem(_) => "Handoffs(filesystem)",
+            Inner::Etcd(_) => "Handoffs(etcd)",
+        })
+    }
+}
+
+async fn bounded<T>(
+    what: &'static str,
+    limit: Duration,
+    fut: impl Future<Output = Result<T, HandoffError>>,
+) -> Result<T, HandoffError> {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or(Err(HandoffError::Timeout { what, limit }))
+}
+
+impl Handoffs {
+    /// The handoff store for `cluster`: etcd and filesystem have one; other backends `None`.
+    pub fn for_cluster(cluster: &ClusterConfig, env: &crate::Environment) -> Option<Self> {
+        let inner = match cluster.backend {
+            Backend::Filesystem => {
+                Inner::Filesystem(FilesystemHandoffs::new(cluster.filesystem.as_ref()?))
+            }
+            Backend::Etcd => {
+                let etcd = cluster.etcd.as_ref()?;
+                let password = etcd.password.as_ref().map(|p| {
+                    p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+                        .map_err(|e| e.to_string())
+                });
+                Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
+                    etcd, password,
+                ))))
+            }
+            _ => return None,
+        };
+        Some(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// A filesystem handoff store (tests).
+    pub fn filesystem(config: &crate::config::cluster::FilesystemConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner::Filesystem(FilesystemHandoffs::new(config))),
+        }
+    }
+
+    /// An etcd handoff store (tests).
+    pub fn etcd(config: &crate::config::cluster::EtcdConfig) -> Self {
+        Self {
+            inner: Arc::new(Inner::Etcd(Box::new(tokio::sync::Mutex::new(
+                EtcdHandoffs::new(config, None),
+            )))),
+        }
+    }
+
+    /// Writes `record` durably, replacing any record of the same firing; bounded by
+    /// [`WRITE_TIMEOUT`].
+    pub async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
+        bounded("handoff record write", WRITE_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.write(record).await,
+                Inner::Etcd(etcd) => etcd.lock().await.write(record).await,
+            }
+        })
+        .await
+    }
+
+    /// Every record in the store. Unreadable records are skipped with a WARNING by the store.
+    pub async fn pending(&self) -> Result<Vec<Pending>, HandoffError> {
+        bounded("handoff record scan", SCAN_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.pending().await,
+                Inner::Etcd(etcd) => etcd.lock().await.pending().await,
+            }
+        })
+        .await
+    }
+
+    /// Removes exactly the version `p` of a record: `Ok(true)` when this call removed it,
+    /// `Ok(false)` when another node claimed it (or it was replaced) first.
+    pub async fn claim(&self, p: &Pending) -> Result<bool, HandoffError> {
+        bounded("handoff record claim", SCAN_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.claim(p).await,
+                Inner::Etcd(etcd) => etcd.lock().await.claim(p).await,
+            }
+        })
+        .await
+    }
+}

@@ -1,0 +1,180 @@
+//! Handoff records in etcd: one plain key per handed-off firing, beside the election key.
+//!
+//! ```text
+//! <electionName>/handoff/<job>/<scheduledAtMs>     the JSON record
+//! ```
+//!
+//! The keys carry no etcd lease, so they outlive the node that wrote them. A claim is one
+//! transaction, `mod_revision(key) == <revision seen by the scan>` → delete: exactly one
+//! claimer's transaction succeeds, and a record rewritten after the scan is not claimed on the
+//! strength of the older version. This client has its own connection, separate from the
+//! election's, so handoff traffic never delays a lease renewal.
+
+use std::time::Duration;
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, TlsOptions, Txn, TxnOp};
+
+use super::handoff::{HandoffError, HandoffRecord, Pending};
+use crate::config::cluster::EtcdConfig;
+
+/// The bound on one etcd request of the handoff client.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The handoff keys of one election.
+pub(super) struct EtcdHandoffs {
+    endpoints: Vec<String>,
+    prefix: String,
+    user: Option<(String, String)>,
+    tls: Option<TlsOptions>,
+    unusable: Option<String>,
+    at: usize,
+    client: Option<Client>,
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> HandoffError {
+    HandoffError::Store(format!("{what}: {e}"))
+}
+
+impl EtcdHandoffs {
+    /// The handoff keys under `config.election_name`; `password` as for the election client.
+    pub(super) fn new(config: &EtcdConfig, password: Option<Result<String, String>>) -> Self {
+        let mut unusable = None;
+        let user = match (&config.username, password) {
+            (Some(u), Some(Ok(p))) => Some((u.clone(), p)),
+            (Some(_), Some(Err(why))) => {
+                unusable = Some(format!("cluster.etcd.password: {why}"));
+                None
+            }
+            _ => None,
+        };
+        let tls = super::etcd::tls_options(config).unwrap_or_else(|why| {
+            unusable = Some(why);
+            None
+        });
+        Self {
+            endpoints: config.endpoints.clone(),
+            prefix: format!("{}/handoff/", config.election_name),
+            user,
+            tls,
+            unusable,
+            at: 0,
+            client: None,
+        }
+    }
+
+    /// The key of one firing's record.
+    pub(super) fn key(&self, job: &str, scheduled_at_ms: i64) -> String {
+        format!("{}{job}/{scheduled_at_ms}", self.prefix)
+    }
+
+    async fn client(&mut self) -> Result<Client, HandoffError> {
+        if let Some(why) = &self.unusable {
+            return Err(HandoffError::Store(why.clone()));
+        }
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        if self.endpoints.is_empty() {
+            return Err(HandoffError::Store(
+                "cluster.etcd.endpoints is empty".into(),
+            ));
+        }
+        let endpoint = self.endpoints[self.at % self.endpoints.len()].clone();
+        let mut opts = ConnectOptions::new()
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_connect_timeout(REQUEST_TIMEOUT)
+            .with_auto_token_refresh(true);
+        if let Some((u, p)) = &self.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        if endpoint.starts_with("https://")
+            && let Some(tls) = &self.tls
+        {
+            opts = opts.with_tls(tls.clone());
+        }
+        let what = format!("connecting to {endpoint} for handoff records");
+        let client = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            Client::connect([endpoint.as_str()], Some(opts)),
+        )
+        .await
+        .map_err(|_| fail(&what, "timed out"))?
+        .map_err(|e| fail(&what, e))?;
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Forgets the connection after a failure and moves to the next endpoint.
+    fn failed(&mut self) {
+        self.client = None;
+        self.at = self.at.wrapping_add(1);
+    }
+
+    async fn request<T>(
+        &mut self,
+        what: &str,
+        fut: impl Future<Output = Result<T, etcd_client::Error>>,
+    ) -> Result<T, HandoffError> {
+        match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                self.failed();
+                Err(fail(what, e))
+            }
+            Err(_) => {
+                self.failed();
+                Err(fail(what, format!("no answer within {REQUEST_TIMEOUT:?}")))
+            }
+        }
+    }
+
+    pub(super) async fn write(&mut self, record: &HandoffRecord) -> Result<(), HandoffError> {
+        let key = self.key(&record.job, record.scheduled_at_ms);
+        let body = serde_json::to_vec(record)
+            .map_err(|e| fail(&format!("encoding the handoff record {key}"), e))?;
+        let mut client = self.client().await?;
+        let what = format!("writing the handoff record {key}");
+        self.request(&what, client.put(key.clone(), body, None))
+            .await
+            .map(|_| ())
+    }
+
+    pub(super) async fn pending(&mut self) -> Result<Vec<Pending>, HandoffError> {
+        let mut client = self.client().await?;
+        let prefix = self.prefix.clone();
+        let what = format!("listing the handoff records under {prefix}");
+        let got = self
+            .request(
+                &what,
+                client.get(prefix.clone(), Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+        let mut found = Vec::new();
+        for kv in got.kvs() {
+            let key = String::from_utf8_lossy(kv.key()).into_owned();
+            match serde_json::from_slice::<HandoffRecord>(kv.value()) {
+                Ok(record) => found.push(Pending {
+                    record,
+                    name: key,
+                    revision: kv.mod_revision(),
+                }),
+                Err(e) => tracing::warn!(key, "ignoring an unreadable handoff record: {e}"),
+            }
+        }
+        Ok(found)
+    }
+
+    pub(super) async fn claim(&mut self, p: &Pending) -> Result<bool, HandoffError> {
+        let mut client = self.client().await?;
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                p.name.clone(),
+                CompareOp::Equal,
+                p.revision,
+            )])
+            .and_then([TxnOp::delete(p.name.clone(), None)]);
+        let what = format!("claiming the handoff record {}", p.name);
+        let r = self.request(&what, client.txn(txn)).await?;
+        Ok(r.succeeded())
+    }
+}

@@ -1,0 +1,208 @@
+//! Handoff records on the real stores (a temporary directory, a real etcd): the format, that a
+//! claim succeeds exactly once, and the lease holder's resume pass (RTY-04, RTY-07).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cronstable_core::{FiringKind, JobSpec, Reason};
+
+use super::handoff::{HandoffRecord, Handoffs, RECORD_EXPIRY};
+use super::handoff_resume::scan_once;
+use crate::cluster::{ClusterView, Election, ManagedView};
+use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
+use crate::ledger::Event;
+use crate::state::{CoordinatorState, Instruction};
+
+fn record(job: &str, scheduled_at_ms: i64, created_at_ms: i64) -> HandoffRecord {
+    HandoffRecord {
+        job: job.into(),
+        job_set_id: "set-1".into(),
+        scheduled_at_ms,
+        next_attempt: 2,
+        remaining_attempts: 3,
+        not_before_ms: created_at_ms + 5_000,
+        from_node: "n1".into(),
+        created_at_ms,
+    }
+}
+
+fn fs_config(path: &std::path::Path) -> FilesystemConfig {
+    FilesystemConfig {
+        path: path.to_owned(),
+        election_name: "cluster/leader".into(),
+        ttl: 3,
+        deployment_id: Some("prod".into()),
+        topology: Topology::Auto,
+    }
+}
+
+/// What every store must do: a written record is listed as written; a rewrite of the same
+/// firing replaces it; the first claim wins and every later one loses.
+async fn claims_exactly_once(a: Handoffs, b: Handoffs) {
+    assert!(a.pending().await.unwrap().is_empty());
+    a.write(&record("backup", 1_000, 10)).await.unwrap();
+    a.write(&record("report", 2_000, 10)).await.unwrap();
+    let mut rewritten = record("backup", 1_000, 20);
+    rewritten.next_attempt = 3;
+    rewritten.remaining_attempts = 2;
+    a.write(&rewritten).await.unwrap();
+
+    let seen = b.pending().await.unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let backup = seen.iter().find(|p| p.record.job == "backup").unwrap();
+    assert_eq!(backup.record, rewritten);
+    // Two nodes race for the same record: one wins.
+    let (x, y) = tokio::join!(a.claim(backup), b.claim(backup));
+    assert!(x.unwrap() ^ y.unwrap(), "exactly one claim must win");
+    assert!(!a.claim(backup).await.unwrap());
+    let left = a.pending().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].record.job, "report");
+}
+
+#[tokio::test]
+async fn rty_04_filesystem_records_are_json_files_claimed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = fs_config(dir.path());
+    claims_exactly_once(Handoffs::filesystem(&config), Handoffs::filesystem(&config)).await;
+    // The documented name and format.
+    let file = dir.path().join("prod/cluster/handoff/report@2000.json");
+    let body: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(body["job"], "report");
+    assert_eq!(body["scheduledAtMs"], 2000);
+    assert_eq!(body["nextAttempt"], 2);
+    assert_eq!(body["remainingAttempts"], 3);
+    assert_eq!(body["notBeforeMs"], 5010);
+    assert_eq!(body["fromNode"], "n1");
+    assert_eq!(body["createdAtMs"], 10);
+    assert_eq!(body["jobSetId"], "set-1");
+    // No temporary or claimed files are left behind.
+    let names: Vec<String> = std::fs::read_dir(dir.path().join("prod/cluster/handoff"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["report@2000.json".to_owned()]);
+}
+
+#[tokio::test]
+async fn rty_05_an_unwritable_filesystem_store_fails_the_write_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "x").unwrap();
+    let h = Handoffs::filesystem(&fs_config(&blocker));
+    let e = h
+        .write(&record("backup", 1, 1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("prod/cluster/handoff"), "{e}");
+}
+
+fn etcd_config(endpoint: String) -> EtcdConfig {
+    EtcdConfig {
+        endpoints: vec![endpoint],
+        election_name: "cronstable/leader".into(),
+        ttl: 6,
+        username: None,
+        password: None,
+        tls: None,
+    }
+}
+
+#[tokio::test]
+async fn rty_04_etcd_records_are_keys_claimed_once_by_mod_revision() {
+    let server = super::etcd::tests::EtcdServer::start();
+    let config = etcd_config(server.endpoint());
+    claims_exactly_once(Handoffs::etcd(&config), Handoffs::etcd(&config)).await;
+    let h = Handoffs::etcd(&config);
+    let left = h.pending().await.unwrap();
+    assert_eq!(left[0].name, "cronstable/leader/handoff/report/2000");
+    // A record rewritten after the scan is not claimed on the strength of the old version.
+    h.write(&record("report", 2_000, 99)).await.unwrap();
+    assert!(!h.claim(&left[0]).await.unwrap());
+    assert_eq!(h.pending().await.unwrap()[0].record.created_at_ms, 99);
+}
+
+#[tokio::test]
+async fn rty_05_an_unreachable_etcd_fails_the_write_within_its_bound() {
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let h = Handoffs::etcd(&etcd_config(format!("http://127.0.0.1:{port}")));
+    let took = tokio::time::Instant::now();
+    assert!(h.write(&record("backup", 1, 1)).await.is_err());
+    assert!(took.elapsed() <= super::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
+}
+
+/// A coordinator state for node `me` that leads a lease election for the next minute.
+fn leading_state(me: &str) -> CoordinatorState {
+    let view = ClusterView {
+        node_name: me.into(),
+        election: Election::Managed(ManagedView {
+            quorate: true,
+            leader: Some(me.into()),
+            lead_until: Some(tokio::time::Instant::now() + Duration::from_secs(60)),
+            ..ManagedView::default()
+        }),
+        status: Arc::default(),
+    };
+    let (tx, rx) = tokio::sync::watch::channel(view);
+    std::mem::forget(tx); // the view never changes in these tests
+    CoordinatorState::new(rx)
+}
+
+#[tokio::test]
+async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let state = leading_state("n2");
+    state
+        .registry
+        .register(
+            "shim-n2",
+            vec![JobSpec::new("backup", "* * * * *", "false")],
+        )
+        .unwrap();
+    let now = 10_000_000;
+    h.write(&record("backup", 1_000, now - 1_000))
+        .await
+        .unwrap();
+    h.write(&record("elsewhere", 1_000, now - 1_000))
+        .await
+        .unwrap();
+    let old = now - RECORD_EXPIRY.as_millis() as i64 - 1;
+    h.write(&record("backup", 500, old)).await.unwrap();
+
+    // Not watching yet: the record of its own job waits too (only the expired one goes).
+    scan_once(&h, &state, now).await.unwrap();
+    let left: Vec<_> = h.pending().await.unwrap();
+    assert_eq!(left.len(), 2, "{left:?}");
+    let cancelled = state
+        .ledger
+        .inspect("backup", |r| r.iter().cloned().collect::<Vec<_>>());
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0].kind, FiringKind::Retry { attempt: 2 });
+    assert!(matches!(
+        &cancelled[0].event,
+        Event::Skipped { reason: Some(Reason::NotOwner), message } if message.contains("retry abandoned")
+    ));
+
+    let mut watch = state.open_watch("shim-n2");
+    scan_once(&h, &state, now).await.unwrap();
+    assert_eq!(
+        watch.try_recv().unwrap(),
+        Instruction::ResumeRetry {
+            job: "backup".into(),
+            scheduled_at_ms: 1_000,
+            next_attempt: 2,
+            remaining_attempts: 3,
+            not_before_ms: now + 4_000,
+        }
+    );
+    let left = h.pending().await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].record.job, "elsewhere");
+}
