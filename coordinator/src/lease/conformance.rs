@@ -308,7 +308,15 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
             .map(|s| (*s).to_owned())
             .collect::<BTreeSet<_>>()
     };
-    let mut a = h.contender("a");
+    // Prepared contenders, as the driver makes them; `a` campaigns once so the Lease exists
+    // on stores that keep the record on it (Kubernetes).
+    async fn ready<H: Harness>(h: &H, name: &str) -> H::Store {
+        let mut s = h.contender(name);
+        s.prepare().await.expect("the store prepares");
+        s
+    }
+    let mut a = ready(h, "a").await;
+    a.campaign().await.expect("a first round");
     a.record_reboot_ran("v1:one", &set(&["migrate"]))
         .await
         .expect("recording works");
@@ -321,7 +329,7 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
         "another job set's records are not returned"
     );
     drop(a);
-    let (mut b, mut c) = (h.contender("b"), h.contender("c"));
+    let (mut b, mut c) = (ready(h, "b").await, ready(h, "c").await);
     assert_eq!(
         b.read_reboot_ran("v1:one").await.unwrap(),
         set(&["migrate"]),
@@ -335,7 +343,7 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
     rb.expect("b records");
     rc.expect("c records");
     assert_eq!(
-        h.contender("d").read_reboot_ran("v1:one").await.unwrap(),
+        ready(h, "d").await.read_reboot_ran("v1:one").await.unwrap(),
         set(&["migrate", "seed", "warm"]),
         "concurrent writers both land"
     );
