@@ -92,7 +92,7 @@ pub struct ManagedView {
     /// duration). `None`: no local deadline.
     pub quorate_until: Option<Instant>,
     /// Which deferred `@reboot` one-shots already ran in the cluster (RBT-06), on backends
-    /// that keep the record (gossip); `None` where nothing is kept.
+    /// that keep the record (gossip, the lease stores); `None` where nothing is kept.
     pub reboot_ran: Option<Arc<RebootRanRecord>>,
 }
 

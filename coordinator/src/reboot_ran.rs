@@ -9,8 +9,8 @@
 //! reads it. A record counts only under the job-set ID it was made with.
 //!
 //! On gossip this memory lives in the processes: a whole-fleet restart forgets it and the
-//! one-shot runs again on the next convergence (RBT-09), unlike the lease backends, which are
-//! meant to keep it in the store (RBT-21).
+//! one-shot runs again on the next convergence (RBT-09), unlike the lease backends, which keep
+//! it in the store (RBT-21, [`crate::lease::reboot_records`]).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};

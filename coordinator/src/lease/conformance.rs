@@ -297,3 +297,54 @@ pub async fn outage_fails_closed_then_recovers<H: Harness>(h: &H, timing: LeaseT
         n.stop().await;
     }
 }
+
+/// RBT-21: "already ran" records read back under their job-set ID only, survive the writer (a
+/// new store instance reads them), and two nodes recording at once both land.
+pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
+    use std::collections::BTreeSet;
+    let set = |names: &[&str]| {
+        names
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect::<BTreeSet<_>>()
+    };
+    // Prepared contenders, as the driver makes them; `a` campaigns once so the Lease exists
+    // on stores that keep the record on it (Kubernetes).
+    async fn ready<H: Harness>(h: &H, name: &str) -> H::Store {
+        let mut s = h.contender(name);
+        s.prepare().await.expect("the store prepares");
+        s
+    }
+    let mut a = ready(h, "a").await;
+    a.campaign().await.expect("a first round");
+    a.record_reboot_ran("v1:one", &set(&["migrate"]))
+        .await
+        .expect("recording works");
+    assert_eq!(
+        a.read_reboot_ran("v1:one").await.unwrap(),
+        set(&["migrate"])
+    );
+    assert!(
+        a.read_reboot_ran("v1:two").await.unwrap().is_empty(),
+        "another job set's records are not returned"
+    );
+    drop(a);
+    let (mut b, mut c) = (ready(h, "b").await, ready(h, "c").await);
+    assert_eq!(
+        b.read_reboot_ran("v1:one").await.unwrap(),
+        set(&["migrate"]),
+        "records outlive the store instance that wrote them"
+    );
+    let (warm, seed) = (set(&["warm"]), set(&["seed"]));
+    let (rb, rc) = tokio::join!(
+        b.record_reboot_ran("v1:one", &warm),
+        c.record_reboot_ran("v1:one", &seed)
+    );
+    rb.expect("b records");
+    rc.expect("c records");
+    assert_eq!(
+        ready(h, "d").await.read_reboot_ran("v1:one").await.unwrap(),
+        set(&["migrate", "seed", "warm"]),
+        "concurrent writers both land"
+    );
+}

@@ -221,8 +221,11 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
     let BackendContext {
         view: tx,
         shutdown: mut stop,
+        reboot_ran: own_marks,
+        job_set,
         ..
     } = ctx;
+    let mut records = super::reboot_records::RebootRecords::new();
     let timing = store.timing();
     let backend = store.backend_name();
     let mut state = State::new(me.clone(), backend);
@@ -289,9 +292,29 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
         let now = Instant::now();
         let before = roles(&tx.borrow(), now);
         state.apply(start, timing.duration, result);
-        let next = state.publish(now);
-        log_transitions(before, roles(&next, now), &next, backend);
-        tx.send_replace(next);
+        let set_id = job_set.borrow().id.as_str().to_owned();
+        let leads = state.view.leader_at(&me, now) == Some(me.as_str());
+        records.after_round(&set_id, leads);
+        let quorate = state.view.quorate_at(now);
+        state.view.reboot_ran = Some(records.record(&set_id, &own_marks, quorate));
+        let view = state.publish(now);
+        log_transitions(before, roles(&view, now), &view, backend);
+        tx.send_replace(view);
+        // The @reboot records' store calls run after the round and only until the next round is
+        // due, so they can never delay a renewal past the lease deadline; what does not finish
+        // is retried next round (RBT-21, RBT-22).
+        if quorate && next.saturating_duration_since(Instant::now()) > MIN_RECORDS_SLOT {
+            let step = records_step(&mut store, &mut records, &own_marks, &set_id);
+            tokio::select! {
+                biased;
+                () = &mut stop => break,
+                _ = tokio::time::timeout_at(next, step) => {}
+            }
+            let now = Instant::now();
+            let quorate = state.view.quorate_at(now);
+            state.view.reboot_ran = Some(records.record(&set_id, &own_marks, quorate));
+            tx.send_replace(state.publish(now));
+        }
     }
 
     // Stop leading before giving the lease up, so no RUN is handed out after the release.
@@ -310,6 +333,32 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
         Err(_) => tracing::warn!(
             "cluster: {backend} lease release timed out; the lease expires by itself"
         ),
+    }
+}
+
+/// The least time left before the next round worth starting the @reboot records' store calls in.
+const MIN_RECORDS_SLOT: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// One round's @reboot record work: write this node's unwritten marks, then read back the
+/// store's records when a read is due. Failures are logged and retried next round.
+async fn records_step<S: LeaseStore>(
+    store: &mut S,
+    records: &mut super::reboot_records::RebootRecords,
+    own: &crate::reboot_ran::RebootRan,
+    set_id: &str,
+) {
+    let pending = records.unwritten(set_id, own);
+    if !pending.is_empty() {
+        match store.record_reboot_ran(set_id, &pending).await {
+            Ok(()) => records.write_done(set_id, &pending),
+            Err(e) => tracing::warn!("cluster: recording @reboot runs {pending:?} failed: {e}"),
+        }
+    }
+    if records.read_due(Instant::now()) {
+        match store.read_reboot_ran(set_id).await {
+            Ok(jobs) => records.read_done(set_id, jobs, Instant::now()),
+            Err(e) => tracing::warn!("cluster: reading the @reboot records failed: {e}"),
+        }
     }
 }
 

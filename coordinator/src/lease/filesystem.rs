@@ -222,12 +222,12 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn store_err(what: &str, path: &Path, e: impl std::fmt::Display) -> LeaseError {
+pub(super) fn store_err(what: &str, path: &Path, e: impl std::fmt::Display) -> LeaseError {
     LeaseError::Store(format!("{what} {}: {e}", path.display()))
 }
 
 /// Takes the lease's lock (blocking: the holder keeps it only for one read-modify-write).
-fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
+pub(super) fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
     let lock_path = PathBuf::from(format!("{}.lock", file.display()));
     let f = OpenOptions::new()
         .read(true)
@@ -333,6 +333,29 @@ impl LeaseStore for FilesystemStore {
             })
             .await?;
         Ok(self.observation(&lease, held))
+    }
+
+    async fn read_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+    ) -> Result<std::collections::BTreeSet<String>, LeaseError> {
+        let stream =
+            super::filesystem_reboot::stream_path(self.leases.parent().unwrap_or(&self.root));
+        let id = job_set_id.to_owned();
+        self.blocking(move || super::filesystem_reboot::read_jobs(&stream, &id))
+            .await
+    }
+
+    async fn record_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+        jobs: &std::collections::BTreeSet<String>,
+    ) -> Result<(), LeaseError> {
+        let stream =
+            super::filesystem_reboot::stream_path(self.leases.parent().unwrap_or(&self.root));
+        let (id, jobs) = (job_set_id.to_owned(), jobs.clone());
+        self.blocking(move || super::filesystem_reboot::append_jobs(&stream, &id, &jobs))
+            .await
     }
 
     async fn release(&mut self) -> Result<(), LeaseError> {

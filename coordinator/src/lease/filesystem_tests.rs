@@ -220,3 +220,9 @@ async fn fs_conformance_outage_fails_closed_then_recovers() {
     let _serial = conformance::serial().await;
     conformance::outage_fails_closed_then_recovers(&Fs::new(), FS_TIMING).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_rbt_21_reboot_records_round_trip() {
+    let _serial = conformance::serial().await;
+    conformance::reboot_records_round_trip(&Fs::new()).await;
+}

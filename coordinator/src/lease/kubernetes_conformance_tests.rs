@@ -41,7 +41,13 @@ both_clients!(
     dead_holder_is_replaced,
     outage_fails_closed_then_recovers,
     duplicate_identity_cannot_give_two_leaders,
+    rbt_21_reboot_records_round_trip,
 );
+
+async fn rbt_21_reboot_records_round_trip(lib: ClientLibrary) {
+    let _serial = conformance::serial().await;
+    conformance::reboot_records_round_trip(&K8s::new(lib).await).await;
+}
 
 async fn single_holder(lib: ClientLibrary) {
     let _serial = conformance::serial().await;

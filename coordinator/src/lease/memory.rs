@@ -32,6 +32,8 @@ struct Inner {
     wedged: bool,
     stand_down: Option<String>,
     next_token: u64,
+    /// The "already ran" records: (job-set ID, job). Kept across holders, like a real store.
+    reboot_ran: std::collections::BTreeSet<(String, String)>,
 }
 
 impl MemoryServer {
@@ -175,6 +177,55 @@ impl LeaseStore for MemoryStore {
 
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
         match self.round() {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn read_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+    ) -> Result<std::collections::BTreeSet<String>, LeaseError> {
+        let answer = {
+            let inner = self.server.lock();
+            if inner.wedged {
+                None
+            } else if inner.down {
+                Some(Err(LeaseError::Store("memory store is down".into())))
+            } else {
+                Some(Ok(inner
+                    .reboot_ran
+                    .iter()
+                    .filter(|(id, _)| id == job_set_id)
+                    .map(|(_, job)| job.clone())
+                    .collect()))
+            }
+        };
+        match answer {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn record_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+        jobs: &std::collections::BTreeSet<String>,
+    ) -> Result<(), LeaseError> {
+        let answer = {
+            let mut inner = self.server.lock();
+            if inner.wedged {
+                None
+            } else if inner.down {
+                Some(Err(LeaseError::Store("memory store is down".into())))
+            } else {
+                inner
+                    .reboot_ran
+                    .extend(jobs.iter().map(|job| (job_set_id.to_owned(), job.clone())));
+                Some(Ok(()))
+            }
+        };
+        match answer {
             Some(r) => r,
             None => std::future::pending().await,
         }

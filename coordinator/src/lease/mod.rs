@@ -20,6 +20,7 @@ pub mod conformance;
 pub mod driver;
 pub mod etcd;
 pub mod filesystem;
+pub mod filesystem_reboot;
 pub mod handoff;
 mod handoff_etcd;
 mod handoff_fs;
@@ -33,9 +34,11 @@ pub mod kubernetes_fake;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod probe;
+pub mod reboot_records;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -119,6 +122,21 @@ pub trait LeaseStore: Send + 'static {
 
     /// Gives up the lease if this node holds it, so another node can take over at once.
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+
+    /// The deferred `@reboot` one-shots recorded in the store as already ran under
+    /// `job_set_id` (RBT-21). Records of other job sets are not returned.
+    fn read_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send;
+
+    /// Adds `jobs` to the store's "already ran" record under `job_set_id`, keeping what other
+    /// nodes recorded (RBT-21). The records carry no lease: they outlive the holder.
+    fn record_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+        jobs: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }
 
 /// The lease backend for `cluster`, when its backend is one this build elects through

@@ -210,3 +210,8 @@ async fn a_stand_down_round_keeps_the_view_quorate_but_not_leading() {
     wait_until("a leads again", TIMING.duration, || a.leads()).await;
     a.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_rbt_21_reboot_records_round_trip() {
+    conformance::reboot_records_round_trip(&memory()).await;
+}
