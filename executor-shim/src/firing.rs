@@ -54,6 +54,11 @@ pub struct FiringContext {
     pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
     /// Where the coordinator's `RunDeferred` pushes wake waiting @reboot one-shots.
     pub wakeups: crate::wakeups::DeferredWakeups,
+    /// Becomes true once this shim's job set is registered with the coordinator. An @reboot
+    /// one-shot asks only after that: a coordinator that still holds this executor's previous
+    /// registration (the shim restarted with a changed job file) would otherwise decide it
+    /// under the old job set, whose "already ran" record does not apply to the new one.
+    pub registered: Arc<watch::Sender<bool>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -324,6 +329,16 @@ pub(crate) async fn run_sequence(
             ctx.report_skip(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
                 .await;
             return;
+        }
+        if kind == FiringKind::Reboot && !*ctx.registered.borrow() {
+            let mut registered = ctx.registered.subscribe();
+            let mut stopping = ctx.stopping.clone();
+            // Bounded: a coordinator that never answers leaves the one-shot to the
+            // no-manager rule after REBOOT_PATIENCE, as before.
+            tokio::select! {
+                _ = tokio::time::timeout(REBOOT_PATIENCE, registered.wait_for(|r| *r)) => {}
+                _ = stopping.wait_for(|s| *s) => return,
+            }
         }
         let gate = ctx.ask(&job, at_ms, kind, attempt).await;
         if deferred_one_shot

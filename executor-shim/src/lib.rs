@@ -130,6 +130,7 @@ pub async fn run(
         reregister: Arc::new(Notify::new()),
         jobs: jobs_rx.clone(),
         wakeups: wakeups::DeferredWakeups::new(),
+        registered: Arc::new(watch::channel(false).0),
     };
     tracing::info!(
         source = %config.source.path().display(),

@@ -37,6 +37,7 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
                     job_set_id = id,
                     "registered with the coordinator"
                 );
+                ctx.registered.send_replace(true);
                 backoff = BACKOFF_START;
             }
             Err(e) => {

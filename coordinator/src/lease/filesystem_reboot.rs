@@ -55,6 +55,22 @@ fn parse(bytes: &[u8]) -> Vec<RebootRanLine> {
 
 /// The jobs recorded under `job_set_id` (blocking; takes the stream's lock).
 pub fn read_jobs(stream: &Path, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
+    // A store where nothing was recorded yet has no `cluster/` directory, and the lock file
+    // cannot be made in it: that is an empty record, not an unreadable one. A missing
+    // deployment directory is a store that is gone, and stays an error.
+    let dir = stream.parent().unwrap_or(stream);
+    if !dir.exists() {
+        let deployment = dir.parent().unwrap_or(dir);
+        return if deployment.is_dir() {
+            Ok(BTreeSet::new())
+        } else {
+            Err(store_err(
+                "cannot read",
+                deployment,
+                "the store's directory is missing",
+            ))
+        };
+    }
     let _guard = lock(stream)?;
     Ok(parse(&read_bytes(stream)?)
         .into_iter()
@@ -138,6 +154,19 @@ mod tests {
 
     fn jobs(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_fresh_store_reads_as_no_records_and_a_missing_store_as_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let deployment = dir.path().join("default");
+        std::fs::create_dir_all(&deployment).unwrap();
+        assert_eq!(
+            read_jobs(&stream_path(&deployment), "v1:a").unwrap(),
+            BTreeSet::new()
+        );
+        let gone = dir.path().join("elsewhere");
+        assert!(read_jobs(&stream_path(&gone), "v1:a").is_err());
     }
 
     #[test]
