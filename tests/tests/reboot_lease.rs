@@ -61,12 +61,11 @@ fn last_reboot_decision(node: &Coordinator, job: &str, since_ms: i64) -> Option<
     let history = r.json()["history"].as_array()?.clone();
     history
         .iter()
-        .filter(|r| {
+        .find(|r| {
             r["event"] == "decided"
                 && r["kind"] == "reboot"
                 && r["scheduledAtMs"].as_i64().is_some_and(|at| at >= since_ms)
         })
-        .next()
         .map(|r| {
             (
                 r["verdict"].as_str().unwrap_or_default().to_owned(),
@@ -88,7 +87,7 @@ fn settled(node: &Coordinator, job: &str, since_ms: i64) -> (String, String) {
 
 fn once_per_configuration(dir: &Path, store: Store, recorded: impl Fn() -> String) {
     let names = ["a", "b"];
-    let mut nodes: Vec<Coordinator> = names
+    let nodes: Vec<Coordinator> = names
         .iter()
         .map(|n| start_lease_node(dir, n, &store, TTL))
         .collect();
