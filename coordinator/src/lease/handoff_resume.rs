@@ -10,6 +10,13 @@
 //!   it and sends that executor a `ResumeRetry`. If the send fails after the claim, the record
 //!   is written back for the next round;
 //! - otherwise: leaves it for a node that has the job.
+//!
+//! A claimed sequence stays *in flight* until this node's ledger shows the executor acting on
+//! it (any record of that firing at the resumed attempt or later). If the executor's Watch
+//! stream closes first (the shim restarted or died before it got going), the record is written
+//! back and offered again on a later pass, so a shim restart loses no handed-off sequence.
+//! In-flight sequences live in this task's memory: a coordinator that dies in that moment
+//! loses them, as it would the run itself.
 
 use std::future::Future;
 
@@ -86,10 +93,84 @@ fn leading(state: &CoordinatorState) -> bool {
     }
 }
 
+/// Sequences sent to an executor that has not acted on them yet, with that executor.
+#[derive(Debug, Default)]
+pub struct InFlight(Vec<(HandoffRecord, String)>);
+
+impl InFlight {
+    /// How many are waiting for their executor.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Whether this node's ledger shows the executor acting on `r`: a decision, start or skip of
+/// that firing at the resumed attempt or later.
+fn acted_on(state: &CoordinatorState, r: &HandoffRecord) -> bool {
+    state.ledger.inspect(&r.job, |records| {
+        records.iter().any(|x| {
+            x.scheduled_at_ms == r.scheduled_at_ms
+                && x.attempt >= r.next_attempt
+                && !matches!(x.event, Event::HandedOff { .. })
+        })
+    })
+}
+
+/// Drops in-flight sequences their executor acted on, and writes back those whose executor
+/// stopped watching before it did.
+async fn settle(
+    handoffs: &Handoffs,
+    state: &CoordinatorState,
+    in_flight: &mut InFlight,
+    now_ms: i64,
+) -> Result<(), String> {
+    let mut still = Vec::new();
+    for (r, executor) in std::mem::take(&mut in_flight.0) {
+        if acted_on(state, &r) {
+            continue;
+        }
+        if now_ms.saturating_sub(r.created_at_ms) > RECORD_EXPIRY.as_millis() as i64 {
+            // An executor that keeps watching but never acts (it refused the sequence, and
+            // said why in its own log) must not hold it forever either.
+            expire_record(
+                state,
+                &r,
+                &format!("{}@{}", r.job, r.scheduled_at_ms),
+                now_ms,
+            );
+            continue;
+        }
+        if state.is_watching(&executor) {
+            still.push((r, executor));
+            continue;
+        }
+        tracing::warn!(
+            job = r.job,
+            scheduled_at_ms = r.scheduled_at_ms,
+            executor,
+            "executor went away before resuming a handed-off retry; putting the record back"
+        );
+        if let Err(e) = handoffs.write(&r).await {
+            // Kept, so the next pass tries again rather than losing the sequence.
+            still.push((r, executor));
+            in_flight.0.extend(still);
+            return Err(format!("could not put a handoff record back: {e}"));
+        }
+    }
+    in_flight.0 = still;
+    Ok(())
+}
+
 /// Runs until `stop` resolves, resuming handed-off sequences while this node leads.
 pub async fn run(handoffs: Handoffs, state: CoordinatorState, stop: impl Future<Output = ()>) {
     tokio::pin!(stop);
     let mut last_error: Option<String> = None;
+    let mut in_flight = InFlight::default();
     loop {
         tokio::select! {
             biased;
@@ -97,9 +178,15 @@ pub async fn run(handoffs: Handoffs, state: CoordinatorState, stop: impl Future<
             () = tokio::time::sleep(SCAN_EVERY) => {}
         }
         if !leading(&state) {
+            // Settled even when not leading: a sequence no executor took must go back to the
+            // store for the new holder.
+            if let Err(e) = settle(&handoffs, &state, &mut in_flight, crate::clock::now_ms()).await
+            {
+                tracing::warn!("handoff records: {e}");
+            }
             continue;
         }
-        match scan_once(&handoffs, &state, crate::clock::now_ms()).await {
+        match scan_once(&handoffs, &state, crate::clock::now_ms(), &mut in_flight).await {
             Ok(()) => last_error = None,
             Err(e) => {
                 // Once per distinct error, not once a second.
@@ -117,7 +204,9 @@ pub async fn scan_once(
     handoffs: &Handoffs,
     state: &CoordinatorState,
     now_ms: i64,
+    in_flight: &mut InFlight,
 ) -> Result<(), String> {
+    settle(handoffs, state, in_flight, now_ms).await?;
     let pending = handoffs.pending().await.map_err(|e| e.to_string())?;
     for p in pending {
         let expiry_ms = RECORD_EXPIRY.as_millis() as i64;
@@ -158,6 +247,7 @@ pub async fn scan_once(
                 executor,
                 "resuming a handed-off retry sequence"
             );
+            in_flight.0.push((r.clone(), executor));
         } else {
             tracing::warn!(
                 job = r.job,
@@ -172,11 +262,14 @@ pub async fn scan_once(
 
 /// Drops an expired record: WARNING plus a cancelled ledger record.
 fn expire(state: &CoordinatorState, p: &Pending, now_ms: i64) {
-    let r = &p.record;
+    expire_record(state, &p.record, &p.name, now_ms);
+}
+
+fn expire_record(state: &CoordinatorState, r: &HandoffRecord, name: &str, now_ms: i64) {
     let message = format!(
         "retry abandoned: the handoff record {} from {} waited over {:?} for a node that has \
          job {:?} and was dropped",
-        p.name, r.from_node, RECORD_EXPIRY, r.job
+        name, r.from_node, RECORD_EXPIRY, r.job
     );
     tracing::warn!(
         job = r.job,

@@ -7,10 +7,10 @@ use std::time::Duration;
 use cronstable_core::{FiringKind, JobSpec, Reason};
 
 use super::handoff::{HandoffRecord, Handoffs, RECORD_EXPIRY};
-use super::handoff_resume::scan_once;
+use super::handoff_resume::{InFlight, scan_once};
 use crate::cluster::{ClusterView, Election, ManagedView};
 use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
-use crate::ledger::Event;
+use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};
 
 fn record(job: &str, scheduled_at_ms: i64, created_at_ms: i64) -> HandoffRecord {
@@ -177,7 +177,8 @@ async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_re
     h.write(&record("backup", 500, old)).await.unwrap();
 
     // Not watching yet: the record of its own job waits too (only the expired one goes).
-    scan_once(&h, &state, now).await.unwrap();
+    let mut in_flight = InFlight::default();
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
     let left: Vec<_> = h.pending().await.unwrap();
     assert_eq!(left.len(), 2, "{left:?}");
     let cancelled = state
@@ -191,7 +192,7 @@ async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_re
     ));
 
     let mut watch = state.open_watch("shim-n2");
-    scan_once(&h, &state, now).await.unwrap();
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
     assert_eq!(
         watch.try_recv().unwrap(),
         Instruction::ResumeRetry {
@@ -205,4 +206,66 @@ async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_re
     let left = h.pending().await.unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].record.job, "elsewhere");
+}
+
+/// A shim restart loses no handed-off sequence: one sent to an executor whose Watch stream
+/// closes before it acted goes back to the store and is offered again; one it acted on does not.
+#[tokio::test]
+async fn rty_04_a_sequence_its_executor_never_acted_on_goes_back_to_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let state = leading_state("n2");
+    state
+        .registry
+        .register(
+            "shim-n2",
+            vec![JobSpec::new("backup", "* * * * *", "false")],
+        )
+        .unwrap();
+    let now = 10_000_000;
+    h.write(&record("backup", 1_000, now - 1_000))
+        .await
+        .unwrap();
+    let mut in_flight = InFlight::default();
+
+    let watch = state.open_watch("shim-n2");
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(h.pending().await.unwrap().is_empty(), "claimed");
+    assert_eq!(in_flight.len(), 1);
+    drop(watch); // the shim died before it asked about attempt 2
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(in_flight.is_empty());
+    let back = h.pending().await.unwrap();
+    assert_eq!(back.len(), 1, "written back: {back:?}");
+    assert_eq!(back[0].record.next_attempt, 2);
+
+    // The restarted shim watches again: offered again, and this time it acts on it.
+    let mut watch = state.open_watch("shim-n2");
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(matches!(
+        watch.try_recv().unwrap(),
+        Instruction::ResumeRetry {
+            next_attempt: 2,
+            ..
+        }
+    ));
+    state.record(Record {
+        job: "backup".into(),
+        scheduled_at_ms: 1_000,
+        kind: FiringKind::Retry { attempt: 2 },
+        attempt: 2,
+        node: "n2".into(),
+        recorded_at_ms: now,
+        event: Event::Decided {
+            verdict: cronstable_core::Verdict::Run,
+            reason: Reason::Leader,
+        },
+    });
+    drop(watch);
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(in_flight.is_empty());
+    assert!(
+        h.pending().await.unwrap().is_empty(),
+        "acted on: not written back"
+    );
 }
