@@ -206,8 +206,26 @@ impl Executor for ExecutorService {
     ) -> Result<Response<pb::HandoffResponse>, Status> {
         let req = request.into_inner();
         self.require_registered(&req.job)?;
-        let (transferred, message) =
-            crate::lease::handoff_resume::write_handoff(&self.state, &req, now_ms()).await;
+        let stays_local = self
+            .state
+            .registry
+            .current()
+            .get(&req.job)
+            .is_some_and(|j| {
+                j.spec.cluster_policy == cronstable_core::ClusterPolicy::EveryNode
+                    || j.spec.is_reboot()
+            });
+        let (transferred, message) = if stays_local {
+            // RTY-06, checked here too so a client other than the shim cannot move one.
+            (
+                false,
+                "EveryNode and @reboot retries never move between nodes, so the sequence is \
+                 abandoned"
+                    .to_owned(),
+            )
+        } else {
+            crate::lease::handoff_resume::write_handoff(&self.state, &req, now_ms()).await
+        };
         self.state.record(Record {
             job: req.job.clone(),
             scheduled_at_ms: req.scheduled_at_ms,

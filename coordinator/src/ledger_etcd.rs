@@ -5,7 +5,10 @@
 //! Each node writes its own records under `<electionName>/ledger/<node>/<key>`, one key per
 //! record, in the same JSON format as the `state.path` file. The key is the record's
 //! recording time (20-digit Unix ms) and a per-process counter, so keys sort by time across
-//! restarts without a read before the first write. A single writer task drains the ledger's
+//! restarts without a read before the first write. A record's output tail is cut to its last
+//! 1 KiB in etcd, and each node keeps its newest 5,000 records, so the ledger stays a few MB
+//! of the etcd the election depends on (run etcd with `--auto-compaction-retention`, as for
+//! any etcd that sees steady writes, so old revisions are reclaimed). A single writer task drains the ledger's
 //! sink and puts batches in one transaction each; while etcd is unreachable it keeps its batch
 //! and retries with backoff (the sink's bounded queue drops the excess with a WARNING, as the
 //! file writer does), so a store outage never slows a ShouldRun answer.
@@ -27,8 +30,12 @@ use crate::ledger_file::{decode, encode};
 
 /// How long the start waits for the history.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Records kept per node in etcd (the in-memory ledger keeps 200 per job).
-pub const KEEP: i64 = 50_000;
+/// Records kept per node in etcd (the in-memory ledger keeps 200 per job). With values capped
+/// near [`TAIL_IN_ETCD`] this is a few MB per node, far inside etcd's space quota, which the
+/// election shares.
+pub const KEEP: i64 = 5_000;
+/// The most output-tail bytes a record keeps in etcd (the file ledger keeps the whole tail).
+pub const TAIL_IN_ETCD: usize = 1024;
 /// Records per transaction: well inside etcd's default 128 operations per txn.
 const BATCH: usize = 64;
 /// Keys read per page at start, so no response nears the client's message limit.
@@ -37,6 +44,37 @@ const PAGE: i64 = 500;
 const QUEUE: usize = 16 * 1024;
 /// How often (in records written) the prefix is pruned.
 const PRUNE_EVERY: u64 = 1_000;
+
+/// The value stored for `record`: the file format, with the output tail cut to its last
+/// [`TAIL_IN_ETCD`] bytes.
+fn value_of(record: &Record) -> Vec<u8> {
+    if let crate::ledger::Event::Finished { output_tail, .. } = &record.event
+        && output_tail.len() > TAIL_IN_ETCD
+    {
+        let mut short = record.clone();
+        if let crate::ledger::Event::Finished { output_tail, .. } = &mut short.event {
+            let mut cut = output_tail.len() - TAIL_IN_ETCD;
+            while !output_tail.is_char_boundary(cut) {
+                cut += 1;
+            }
+            *output_tail = output_tail[cut..].to_owned();
+        }
+        return encode(&short);
+    }
+    encode(record)
+}
+
+/// Whether a failed write will fail again however often it is retried (the batch, not the
+/// store, is the problem).
+fn is_permanent(why: &str) -> bool {
+    [
+        "request is too large",
+        "permission denied",
+        "invalid auth token",
+    ]
+    .iter()
+    .any(|m| why.contains(m))
+}
 
 /// Why the etcd ledger cannot be used at all.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,12 +243,12 @@ async fn write_all(
     loop {
         if batch.is_empty() {
             let Some(first) = rx.recv().await else { return };
-            batch.push((place.key(&first, n), encode(&first)));
+            batch.push((place.key(&first, n), value_of(&first)));
             n += 1;
             while batch.len() < BATCH {
                 match rx.try_recv() {
                     Ok(r) => {
-                        batch.push((place.key(&r, n), encode(&r)));
+                        batch.push((place.key(&r, n), value_of(&r)));
                         n += 1;
                     }
                     Err(_) => break,
@@ -252,6 +290,15 @@ async fn write_all(
                         );
                     }
                 }
+            }
+            Err(why) if is_permanent(&why) => {
+                tracing::warn!(
+                    prefix = place.prefix,
+                    first_key = batch.first().map(|(k, _)| k.as_str()).unwrap_or_default(),
+                    records = batch.len(),
+                    "ledger: etcd refused these records ({why}); they are kept in memory only"
+                );
+                batch.clear();
             }
             Err(why) => {
                 if !failing {

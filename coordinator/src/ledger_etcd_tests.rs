@@ -162,3 +162,28 @@ async fn pruning_keeps_the_newest_records() {
         .collect();
     assert_eq!(ats, vec![6_000, 7_000, 8_000, 9_000]);
 }
+
+#[test]
+fn a_long_output_tail_is_cut_in_etcd_and_refused_batches_are_told_apart() {
+    let long = "é".repeat(2_000);
+    let r = record(
+        "backup",
+        1_000,
+        Event::Finished {
+            started_at_ms: 1_000,
+            finished_at_ms: 2_000,
+            duration_ms: 1_000,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            output_tail: format!("start{long}end"),
+        },
+    );
+    let back = decode(&value_of(&r)).unwrap();
+    let Event::Finished { output_tail, .. } = back.event else {
+        panic!("{back:?}")
+    };
+    assert!(output_tail.len() <= TAIL_IN_ETCD && output_tail.ends_with("end"));
+    assert!(is_permanent("etcdserver: request is too large"));
+    assert!(!is_permanent("connecting timed out"));
+}

@@ -14,6 +14,8 @@ use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
 
+/// The client deadline of a `Handoff` call: the coordinator's 3 s store write, plus 1 s.
+pub const HANDOFF_DEADLINE: Duration = Duration::from_secs(4);
 /// HTTP/2 ping interval on the coordinator connection.
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 /// How long a ping may go unanswered before the connection counts as dead.
@@ -161,13 +163,20 @@ impl Coordinator {
     where
         F: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     {
+        self.bounded_by(self.deadline, call).await
+    }
+
+    async fn bounded_by<F, T>(&self, deadline: Duration, call: F) -> Result<T, CallError>
+    where
+        F: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
         // The request timeout covers the server side; this one also covers connecting.
-        match tokio::time::timeout(self.deadline, call).await {
+        match tokio::time::timeout(deadline, call).await {
             Ok(Ok(r)) => Ok(r.into_inner()),
             Ok(Err(s)) => Err(CallError::from_status(s)),
             Err(_) => Err(CallError::Unreachable(format!(
                 "no answer within {} ms",
-                self.deadline.as_millis()
+                deadline.as_millis()
             ))),
         }
     }
@@ -277,7 +286,13 @@ impl Coordinator {
             next_attempt,
         };
         let mut c = self.client.clone();
-        self.bounded(c.handoff(self.request(req))).await
+        // The coordinator may take up to 3 s to make the record durable: a shorter client
+        // deadline would abandon (and record a cancellation for) a sequence the new owner then
+        // runs. The ask timeout still bounds it when it is longer.
+        let deadline = self.deadline.max(HANDOFF_DEADLINE);
+        let mut request = tonic::Request::new(req);
+        request.set_timeout(deadline);
+        self.bounded_by(deadline, c.handoff(request)).await
     }
 
     /// Opens the instruction stream. Only the open is bounded by the deadline; the stream

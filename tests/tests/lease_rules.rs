@@ -109,7 +109,7 @@ fn a_retry_defers_through_a_store_outage(
         &jobs,
         format!(
             "jobs:\n  - name: flaky\n    schedule: \"0 0 1 1 *\"\n    clusterPolicy: Leader\n    \
-             retries: 2\n    retryBackoff: 8s\n    command: \"if [ -e {h} ]; then echo \
+             retries: 2\n    retryBackoff: 15s\n    command: \"if [ -e {h} ]; then echo \
              $CRONSTABLE_ATTEMPT >> {o}; else echo $CRONSTABLE_ATTEMPT >> {f}; exit 1; fi\"\n",
             h = healed.display(),
             o = out.display(),

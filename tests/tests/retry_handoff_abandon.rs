@@ -12,13 +12,18 @@ use cronstable_tests::{Coordinator, http, wait_for};
 
 /// Registers a Leader job `flaky` and hands off its attempt 2; returns the answer.
 fn hand_off(node: &Coordinator) -> pb::HandoffResponse {
+    hand_off_with(node, ClusterPolicy::Leader)
+}
+
+/// The same with `policy`.
+fn hand_off_with(node: &Coordinator, policy: ClusterPolicy) -> pb::HandoffResponse {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let mut client = pb::executor_client::ExecutorClient::connect(node.api.clone())
             .await
             .unwrap();
         let mut job = JobSpec::new("flaky", "0 3 * * *", "false");
-        job.cluster_policy = ClusterPolicy::Leader;
+        job.cluster_policy = policy;
         client
             .register_jobs(pb::RegisterJobsRequest {
                 executor_id: "t".into(),
@@ -87,4 +92,26 @@ fn rty_05_a_failed_store_write_is_not_transferred_and_names_the_reason() {
     );
     assert_eq!(handed_off_record(&node)["transferred"], false);
     node.proc.wait_log("handoff record not written");
+}
+
+/// RTY-06 at the coordinator too: an EveryNode retry is never written for another node, even
+/// on a backend with a shared store and even when a client other than the shim asks.
+#[test]
+fn rty_06_an_every_node_retry_is_never_handed_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let node = start_lease_node(dir.path(), "n1", &Store::Filesystem(store.clone()), 3);
+    wait_for("n1 to lead", || is_leader(node.web).filter(|l| *l));
+    let answer = hand_off_with(&node, ClusterPolicy::EveryNode);
+    assert!(!answer.transferred);
+    assert!(answer.message.contains("never move"), "{}", answer.message);
+    assert_eq!(handed_off_record(&node)["transferred"], false);
+    assert!(
+        !store.join("default/cluster/handoff").exists()
+            || std::fs::read_dir(store.join("default/cluster/handoff"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "no handoff record written"
+    );
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::LeaseError;
-use super::filesystem::{lock, store_err};
+use super::filesystem::store_err;
 
 /// The newest records the stream keeps (LSE-FS-09).
 pub const MAX_RECORDS: usize = 512;
@@ -53,6 +53,43 @@ fn parse(bytes: &[u8]) -> Vec<RebootRanLine> {
         .collect()
 }
 
+/// How long a reader or writer of the stream waits for its lock. The lease itself waits on
+/// its own lock as long as the round allows; this record is not worth holding up the next
+/// renewal for (the store's blocking calls run one at a time), so a peer that holds the lock
+/// (SIGSTOPped mid-append, a dead NFS client) only costs this round's read or write.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes the stream's lock, giving up after [`LOCK_PATIENCE`].
+fn lock_briefly(stream: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, LeaseError> {
+    let lock_path = PathBuf::from(format!("{}.lock", stream.display()));
+    // Counted in tries rather than read off a clock: the pause between tries is the unit.
+    let pause = std::time::Duration::from_millis(20);
+    let mut tries_left = LOCK_PATIENCE.as_millis() / pause.as_millis();
+    loop {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| store_err("cannot open", &lock_path, e))?;
+        match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(guard) => return Ok(guard),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) if tries_left > 0 => {
+                tries_left -= 1;
+                std::thread::sleep(pause);
+            }
+            Err((_, e)) => {
+                return Err(store_err(
+                    "cannot lock",
+                    &lock_path,
+                    format!("{e} (held by another node for over {LOCK_PATIENCE:?})"),
+                ));
+            }
+        }
+    }
+}
+
 /// The jobs recorded under `job_set_id` (blocking; takes the stream's lock).
 pub fn read_jobs(stream: &Path, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
     // A store where nothing was recorded yet has no `cluster/` directory, and the lock file
@@ -71,7 +108,7 @@ pub fn read_jobs(stream: &Path, job_set_id: &str) -> Result<BTreeSet<String>, Le
             ))
         };
     }
-    let _guard = lock(stream)?;
+    let _guard = lock_briefly(stream)?;
     Ok(parse(&read_bytes(stream)?)
         .into_iter()
         .filter(|l| l.job_set_id == job_set_id)
@@ -88,7 +125,7 @@ pub fn append_jobs(
 ) -> Result<(), LeaseError> {
     let dir = stream.parent().unwrap_or(stream);
     std::fs::create_dir_all(dir).map_err(|e| store_err("cannot create", dir, e))?;
-    let _guard = lock(stream)?;
+    let _guard = lock_briefly(stream)?;
     let bytes = read_bytes(stream)?;
     let mut lines = parse(&bytes);
     let known: BTreeSet<&str> = lines
@@ -154,6 +191,19 @@ mod tests {
 
     fn jobs(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_costs_one_read_not_a_wedge() {
+        let dir = tempfile::tempdir().unwrap();
+        let deployment = dir.path().join("default");
+        let stream = stream_path(&deployment);
+        append_jobs(&stream, "v1:a", &jobs(&["migrate"])).unwrap();
+        let held = lock_briefly(&stream).unwrap();
+        let e = read_jobs(&stream, "v1:a").unwrap_err().to_string();
+        assert!(e.contains("held by another node"), "{e}");
+        drop(held);
+        assert_eq!(read_jobs(&stream, "v1:a").unwrap(), jobs(&["migrate"]));
     }
 
     #[test]

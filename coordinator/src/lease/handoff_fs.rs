@@ -110,7 +110,14 @@ impl FilesystemHandoffs {
                     Ok(b) => b,
                     // Claimed by another node between the listing and the read.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(fail("cannot read", &path, e)),
+                    // One unreadable file must not stop every other handoff.
+                    Err(e) => {
+                        tracing::warn!(
+                            file = %path.display(),
+                            "ignoring a handoff record that cannot be read: {e}"
+                        );
+                        continue;
+                    }
                 };
                 match serde_json::from_slice::<HandoffRecord>(&bytes) {
                     Ok(record) => found.push(Pending {

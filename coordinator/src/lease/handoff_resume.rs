@@ -95,7 +95,7 @@ fn leading(state: &CoordinatorState) -> bool {
 
 /// Sequences sent to an executor that has not acted on them yet, with that executor.
 #[derive(Debug, Default)]
-pub struct InFlight(Vec<(HandoffRecord, String)>);
+pub struct InFlight(Vec<(HandoffRecord, String, i64)>);
 
 impl InFlight {
     /// How many are waiting for their executor.
@@ -109,13 +109,16 @@ impl InFlight {
     }
 }
 
-/// Whether this node's ledger shows the executor acting on `r`: a decision, start or skip of
-/// that firing at the resumed attempt or later.
-fn acted_on(state: &CoordinatorState, r: &HandoffRecord) -> bool {
+/// Whether this node's ledger shows the executor acting on `r` since it was sent at
+/// `sent_ms`: a decision, start or skip of that firing at the resumed attempt or later. Only
+/// records made after the send count, so this node's own earlier records of the firing (it
+/// handed the sequence off once itself) do not.
+fn acted_on(state: &CoordinatorState, r: &HandoffRecord, sent_ms: i64) -> bool {
     state.ledger.inspect(&r.job, |records| {
         records.iter().any(|x| {
             x.scheduled_at_ms == r.scheduled_at_ms
                 && x.attempt >= r.next_attempt
+                && x.recorded_at_ms >= sent_ms
                 && !matches!(x.event, Event::HandedOff { .. })
         })
     })
@@ -130,8 +133,9 @@ async fn settle(
     now_ms: i64,
 ) -> Result<(), String> {
     let mut still = Vec::new();
-    for (r, executor) in std::mem::take(&mut in_flight.0) {
-        if acted_on(state, &r) {
+    let mut entries = std::mem::take(&mut in_flight.0).into_iter();
+    while let Some((r, executor, sent_ms)) = entries.next() {
+        if acted_on(state, &r, sent_ms) {
             continue;
         }
         if now_ms.saturating_sub(r.created_at_ms) > RECORD_EXPIRY.as_millis() as i64 {
@@ -146,7 +150,7 @@ async fn settle(
             continue;
         }
         if state.is_watching(&executor) {
-            still.push((r, executor));
+            still.push((r, executor, sent_ms));
             continue;
         }
         tracing::warn!(
@@ -156,9 +160,11 @@ async fn settle(
             "executor went away before resuming a handed-off retry; putting the record back"
         );
         if let Err(e) = handoffs.write(&r).await {
-            // Kept, so the next pass tries again rather than losing the sequence.
-            still.push((r, executor));
-            in_flight.0.extend(still);
+            // Kept, with every entry not visited yet, so the next pass tries again rather
+            // than losing a sequence whose record is already gone from the store.
+            still.push((r, executor, sent_ms));
+            still.extend(entries);
+            in_flight.0 = still;
             return Err(format!("could not put a handoff record back: {e}"));
         }
     }
@@ -247,14 +253,18 @@ pub async fn scan_once(
                 executor,
                 "resuming a handed-off retry sequence"
             );
-            in_flight.0.push((r.clone(), executor));
+            in_flight.0.push((r.clone(), executor, now_ms));
         } else {
             tracing::warn!(
                 job = r.job,
                 executor,
                 "executor stopped watching while a handoff was claimed; putting the record back"
             );
-            handoffs.write(r).await.map_err(|e| e.to_string())?;
+            if let Err(e) = handoffs.write(r).await {
+                // Kept in flight under no executor, so the next pass writes it back.
+                in_flight.0.push((r.clone(), String::new(), now_ms));
+                return Err(format!("could not put a handoff record back: {e}"));
+            }
         }
     }
     Ok(())
