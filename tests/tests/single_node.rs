@@ -442,9 +442,10 @@ fn a_leader_reboot_job_waits_for_a_coordinator_that_starts_after_the_shim() {
     )
     .unwrap();
     let api_url = format!("http://127.0.0.1:{api}");
-    // The sidecar is not up yet: the shim's first question goes unanswered.
+    // The sidecar is not up yet: the shim's registration goes unanswered, and the one-shot
+    // waits for it (an @reboot job asks only once its job set is registered).
     let shim = start_shim(&crontab, &api_url, &["--ask-timeout", "300ms"]);
-    shim.wait_log("no answer from the coordinator");
+    shim.wait_log("cannot register with the coordinator");
     assert!(lines(&out).is_empty());
     let _coordinator = Coordinator::start_with(config, api_url, ([127, 0, 0, 1], web).into());
     wait_for("the @reboot job once the coordinator is up", || {
