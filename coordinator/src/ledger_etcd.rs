@@ -19,9 +19,7 @@
 
 use std::time::Duration;
 
-use etcd_client::{
-    Client, ConnectOptions, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp,
-};
+use etcd_client::{Client, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn, TxnOp};
 use tokio::sync::mpsc;
 
 use crate::config::cluster::EtcdConfig;
@@ -123,16 +121,13 @@ async fn connect(
     password: Option<&str>,
     timeout: Duration,
 ) -> Result<Client, String> {
-    let mut opts = ConnectOptions::new()
-        .with_timeout(timeout)
-        .with_connect_timeout(timeout)
-        .with_auto_token_refresh(true);
-    if let (Some(user), Some(p)) = (&config.username, password) {
-        opts = opts.with_user(user.clone(), p.to_owned());
+    let access =
+        crate::lease::etcd::EtcdAccess::resolve(config, password.map(|p| Ok(p.to_owned())));
+    if let Some(why) = &access.unusable {
+        return Err(why.clone());
     }
-    if let Some(tls) = crate::lease::etcd::tls_options(config)? {
-        opts = opts.with_tls(tls);
-    }
+    let https = config.endpoints.iter().find(|e| e.starts_with("https://"));
+    let opts = access.options(https.map_or("", String::as_str), timeout);
     tokio::time::timeout(
         timeout,
         Client::connect(config.endpoints.clone(), Some(opts)),

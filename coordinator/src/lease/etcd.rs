@@ -74,6 +74,58 @@ pub(crate) fn tls_options(config: &EtcdConfig) -> Result<Option<TlsOptions>, Str
     Ok(Some(options))
 }
 
+/// `cluster.etcd`'s credentials and TLS, resolved once for each client of that etcd (the
+/// election, the handoff records).
+pub(crate) struct EtcdAccess {
+    user: Option<(String, String)>,
+    /// TLS for `https://` endpoints.
+    tls: Option<TlsOptions>,
+    /// Why no client can connect at all (a secret that does not resolve, TLS files).
+    pub(crate) unusable: Option<String>,
+}
+
+impl EtcdAccess {
+    /// Resolves `config`'s TLS and `username` with `password` (the resolved
+    /// `cluster.etcd.password`; `Err`: why it did not resolve).
+    pub(crate) fn resolve(config: &EtcdConfig, password: Option<Result<String, String>>) -> Self {
+        let mut unusable = None;
+        let user = match (&config.username, password) {
+            (Some(u), Some(Ok(p))) => Some((u.clone(), p)),
+            (Some(_), Some(Err(why))) => {
+                unusable = Some(format!("cluster.etcd.password: {why}"));
+                None
+            }
+            _ => None,
+        };
+        let tls = tls_options(config).unwrap_or_else(|why| {
+            unusable = Some(why);
+            None
+        });
+        Self {
+            user,
+            tls,
+            unusable,
+        }
+    }
+
+    /// Connect options for `endpoint`, every request and the connect bounded by `timeout`.
+    pub(crate) fn options(&self, endpoint: &str, timeout: Duration) -> ConnectOptions {
+        let mut opts = ConnectOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout)
+            .with_auto_token_refresh(true);
+        if let Some((u, p)) = &self.user {
+            opts = opts.with_user(u.clone(), p.clone());
+        }
+        if endpoint.starts_with("https://")
+            && let Some(tls) = &self.tls
+        {
+            opts = opts.with_tls(tls.clone());
+        }
+        opts
+    }
+}
+
 /// Whether a failed request means etcd no longer has the lease (expired or revoked).
 fn is_lease_gone(e: &LeaseError) -> bool {
     matches!(e, LeaseError::Store(m) if m.contains("lease not found"))
@@ -95,11 +147,8 @@ pub struct EtcdStore {
     node_name: String,
     ttl: u64,
     budget: Duration,
-    user: Option<(String, String)>,
-    /// TLS for `https://` endpoints.
-    tls: Option<TlsOptions>,
-    /// Why this store cannot run at all (a secret that does not resolve, TLS).
-    unusable: Option<String>,
+    /// Credentials and TLS; why this store cannot run at all, if so.
+    access: EtcdAccess,
     timing: LeaseTiming,
     /// The endpoint currently talked to.
     at: usize,
@@ -130,28 +179,13 @@ impl EtcdStore {
         node_name: &str,
         password: Option<Result<String, String>>,
     ) -> Self {
-        let mut unusable = None;
-        let user = match (&config.username, password) {
-            (Some(u), Some(Ok(p))) => Some((u.clone(), p)),
-            (Some(_), Some(Err(why))) => {
-                unusable = Some(format!("cluster.etcd.password: {why}"));
-                None
-            }
-            _ => None,
-        };
-        let tls = tls_options(config).unwrap_or_else(|why| {
-            unusable = Some(why);
-            None
-        });
         Self {
             endpoints: config.endpoints.clone(),
             election_name: config.election_name.clone(),
             node_name: node_name.to_owned(),
             ttl: config.ttl,
             budget: config.renew_request_budget(),
-            user,
-            tls,
-            unusable,
+            access: EtcdAccess::resolve(config, password),
             timing: timing(config.ttl),
             at: 0,
             client: None,
@@ -169,19 +203,8 @@ impl EtcdStore {
         if let Some(c) = &self.client {
             return Ok(c.clone());
         }
-        let mut opts = ConnectOptions::new()
-            .with_timeout(self.budget)
-            .with_connect_timeout(self.budget)
-            .with_auto_token_refresh(true);
-        if let Some((u, p)) = &self.user {
-            opts = opts.with_user(u.clone(), p.clone());
-        }
         let endpoint = self.endpoints[self.at].clone();
-        if endpoint.starts_with("https://")
-            && let Some(tls) = &self.tls
-        {
-            opts = opts.with_tls(tls.clone());
-        }
+        let opts = self.access.options(&endpoint, self.budget);
         let connect = Client::connect([endpoint.as_str()], Some(opts));
         let client = tokio::time::timeout(self.budget, connect)
             .await
@@ -415,7 +438,7 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn prepare(&mut self) -> Result<(), String> {
-        if let Some(why) = &self.unusable {
+        if let Some(why) = &self.access.unusable {
             return Err(format!("cluster.backend etcd: cannot start: {why}"));
         }
         tracing::info!(

@@ -226,8 +226,8 @@ pub(super) fn store_err(what: &str, path: &Path, e: impl std::fmt::Display) -> L
     LeaseError::Store(format!("{what} {}: {e}", path.display()))
 }
 
-/// Takes the lease's lock (blocking: the holder keeps it only for one read-modify-write).
-pub(super) fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
+/// Opens (creating) `file`'s lock file, `<file>.lock`; returns it with its path.
+pub(super) fn open_lock_file(file: &Path) -> Result<(File, PathBuf), LeaseError> {
     let lock_path = PathBuf::from(format!("{}.lock", file.display()));
     let f = OpenOptions::new()
         .read(true)
@@ -236,6 +236,12 @@ pub(super) fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
         .truncate(false)
         .open(&lock_path)
         .map_err(|e| store_err("cannot open", &lock_path, e))?;
+    Ok((f, lock_path))
+}
+
+/// Takes the lease's lock (blocking: the holder keeps it only for one read-modify-write).
+pub(super) fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
+    let (f, lock_path) = open_lock_file(file)?;
     Flock::lock(f, FlockArg::LockExclusive)
         .map_err(|(_, e)| store_err("cannot lock", &lock_path, e))
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::LeaseError;
-use super::filesystem::store_err;
+use super::filesystem::{open_lock_file, store_err};
 
 /// The newest records the stream keeps (LSE-FS-09).
 pub const MAX_RECORDS: usize = 512;
@@ -61,18 +61,11 @@ const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500)
 
 /// Takes the stream's lock, giving up after [`LOCK_PATIENCE`].
 fn lock_briefly(stream: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, LeaseError> {
-    let lock_path = PathBuf::from(format!("{}.lock", stream.display()));
     // Counted in tries rather than read off a clock: the pause between tries is the unit.
     let pause = std::time::Duration::from_millis(20);
     let mut tries_left = LOCK_PATIENCE.as_millis() / pause.as_millis();
     loop {
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| store_err("cannot open", &lock_path, e))?;
+        let (f, lock_path) = open_lock_file(stream)?;
         match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(guard) => return Ok(guard),
             Err((_, nix::errno::Errno::EWOULDBLOCK)) if tries_left > 0 => {

@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, TlsOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
+use super::etcd::EtcdAccess;
 use super::handoff::{HandoffError, HandoffRecord, Pending};
 use crate::config::cluster::EtcdConfig;
 
@@ -24,9 +25,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub(super) struct EtcdHandoffs {
     endpoints: Vec<String>,
     prefix: String,
-    user: Option<(String, String)>,
-    tls: Option<TlsOptions>,
-    unusable: Option<String>,
+    access: EtcdAccess,
     at: usize,
     client: Option<Client>,
 }
@@ -38,25 +37,10 @@ fn fail(what: &str, e: impl std::fmt::Display) -> HandoffError {
 impl EtcdHandoffs {
     /// The handoff keys under `config.election_name`; `password` as for the election client.
     pub(super) fn new(config: &EtcdConfig, password: Option<Result<String, String>>) -> Self {
-        let mut unusable = None;
-        let user = match (&config.username, password) {
-            (Some(u), Some(Ok(p))) => Some((u.clone(), p)),
-            (Some(_), Some(Err(why))) => {
-                unusable = Some(format!("cluster.etcd.password: {why}"));
-                None
-            }
-            _ => None,
-        };
-        let tls = super::etcd::tls_options(config).unwrap_or_else(|why| {
-            unusable = Some(why);
-            None
-        });
         Self {
             endpoints: config.endpoints.clone(),
             prefix: format!("{}/handoff/", config.election_name),
-            user,
-            tls,
-            unusable,
+            access: EtcdAccess::resolve(config, password),
             at: 0,
             client: None,
         }
@@ -68,7 +52,7 @@ impl EtcdHandoffs {
     }
 
     async fn client(&mut self) -> Result<Client, HandoffError> {
-        if let Some(why) = &self.unusable {
+        if let Some(why) = &self.access.unusable {
             return Err(HandoffError::Store(why.clone()));
         }
         if let Some(c) = &self.client {
@@ -80,18 +64,7 @@ impl EtcdHandoffs {
             ));
         }
         let endpoint = self.endpoints[self.at % self.endpoints.len()].clone();
-        let mut opts = ConnectOptions::new()
-            .with_timeout(REQUEST_TIMEOUT)
-            .with_connect_timeout(REQUEST_TIMEOUT)
-            .with_auto_token_refresh(true);
-        if let Some((u, p)) = &self.user {
-            opts = opts.with_user(u.clone(), p.clone());
-        }
-        if endpoint.starts_with("https://")
-            && let Some(tls) = &self.tls
-        {
-            opts = opts.with_tls(tls.clone());
-        }
+        let opts = self.access.options(&endpoint, REQUEST_TIMEOUT);
         let what = format!("connecting to {endpoint} for handoff records");
         let client = tokio::time::timeout(
             REQUEST_TIMEOUT,
