@@ -6,6 +6,16 @@
 //! [`SCAN_EVERY`]; for a job one of its own executors registered and is watching, it claims the
 //! record atomically and sends that executor a `ResumeRetry`, which runs the remaining attempts.
 //!
+//! A claim *marks* the record with a token unique to that claim instead of deleting it, and the
+//! mark stays in the store until the executor has acted on the sequence; only then is the claimed
+//! record removed. That makes a claim whose answer was lost (a timeout while the store did
+//! complete it) recoverable: the claimer asks the store whether its token holds the record and
+//! carries on either way, so no sequence disappears between "removed from the store" and "sent".
+//! A claim whose claimer died before finishing stays visible in the store and is dropped like an
+//! unclaimed record after [`RECORD_EXPIRY`], with a WARNING and a cancelled record, rather than
+//! being offered again: the executor may already have run an attempt, and a retry that runs twice
+//! is the harm a Leader job must not suffer.
+//!
 //! The handoff part has its own store client ([`Handoffs`]) instead of going through the lease
 //! driver: the driver's rounds stay exactly as timed as before, a slow handoff write can never
 //! delay a renewal, and the gRPC handler needs no channel into the driver task. The cost is one
@@ -56,6 +66,44 @@ pub struct HandoffRecord {
     pub from_node: String,
     /// When it was written (Unix ms, the writer's clock).
     pub created_at_ms: i64,
+    /// The token of the claim that holds it, if one does (etcd: stored in the value;
+    /// filesystem: taken from the claimed file's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_by: Option<String>,
+    /// When that claim was made (Unix ms, the claimer's clock); etcd only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_at_ms: Option<i64>,
+}
+
+impl HandoffRecord {
+    /// The same record without a claim, as the old owner wrote it.
+    pub fn unclaimed(&self) -> Self {
+        Self {
+            claimed_by: None,
+            claimed_at_ms: None,
+            ..self.clone()
+        }
+    }
+}
+
+/// Makes claim tokens unique within this process.
+static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A token for one claim by `node` at `now_ms`: unique across nodes, processes and claims, and
+/// safe as part of a file name (anything but letters, digits, `.`, `_` and `-` becomes `_`).
+pub fn claim_token(node: &str, now_ms: i64) -> String {
+    let n = CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let node: String = node
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{node}-{}-{now_ms}-{n}", std::process::id())
 }
 
 /// Why a handoff store operation failed; the message names the store object.
@@ -74,12 +122,13 @@ pub enum HandoffError {
     },
 }
 
-/// One record found by a scan, with what its store needs to claim exactly that version.
+/// One record found by a scan (or held by a claim), with what its store needs to act on
+/// exactly that version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     /// The record.
     pub record: HandoffRecord,
-    /// The etcd key or the file path.
+    /// The etcd key or the file path (a claimed file has its own name).
     pub name: String,
     /// The etcd mod revision (0 on the filesystem).
     pub revision: i64,
@@ -178,13 +227,59 @@ impl Handoffs {
         .await
     }
 
-    /// Removes exactly the version `p` of a record: `Ok(true)` when this call removed it,
-    /// `Ok(false)` when another node claimed it (or it was replaced) first.
-    pub async fn claim(&self, p: &Pending) -> Result<bool, HandoffError> {
+    /// Claims exactly the version `p` of an unclaimed record for `token`: `Ok(Some(claimed))`
+    /// with the claimed version when this call won, `Ok(None)` when another node claimed it (or
+    /// it was replaced) first. After an error the claim may still have happened: ask
+    /// [`Self::find_claim`] before treating the record as free.
+    pub async fn claim(
+        &self,
+        p: &Pending,
+        token: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, HandoffError> {
         bounded("handoff record claim", SCAN_TIMEOUT, async {
             match &*self.inner {
-                Inner::Filesystem(fs) => fs.claim(p).await,
-                Inner::Etcd(etcd) => etcd.lock().await.claim(p).await,
+                Inner::Filesystem(fs) => fs.claim(p, token).await,
+                Inner::Etcd(etcd) => etcd.lock().await.claim(p, token, now_ms).await,
+            }
+        })
+        .await
+    }
+
+    /// The record `p` as claimed by `token`, if that claim holds it now.
+    pub async fn find_claim(
+        &self,
+        p: &Pending,
+        token: &str,
+    ) -> Result<Option<Pending>, HandoffError> {
+        bounded("handoff claim check", SCAN_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.find_claim(p, token).await,
+                Inner::Etcd(etcd) => etcd.lock().await.find_claim(p, token).await,
+            }
+        })
+        .await
+    }
+
+    /// Removes exactly the version `p` of a record, claimed or not: `Ok(true)` when this call
+    /// removed it, `Ok(false)` when it was gone or had changed.
+    pub async fn remove(&self, p: &Pending) -> Result<bool, HandoffError> {
+        bounded("handoff record removal", SCAN_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.remove(p).await,
+                Inner::Etcd(etcd) => etcd.lock().await.remove(p).await,
+            }
+        })
+        .await
+    }
+
+    /// Gives up the claim `claimed` (its executor went away before acting): the record becomes
+    /// unclaimed again for the next scan. Nothing happens when the claimed version has changed.
+    pub async fn release(&self, claimed: &Pending) -> Result<(), HandoffError> {
+        bounded("handoff claim release", WRITE_TIMEOUT, async {
+            match &*self.inner {
+                Inner::Filesystem(fs) => fs.release(claimed).await,
+                Inner::Etcd(etcd) => etcd.lock().await.release(claimed).await,
             }
         })
         .await

@@ -5,9 +5,11 @@
 //! ```
 //!
 //! The keys carry no etcd lease, so they outlive the node that wrote them. A claim is one
-//! transaction, `mod_revision(key) == <revision seen by the scan>` → delete: exactly one
-//! claimer's transaction succeeds, and a record rewritten after the scan is not claimed on the
-//! strength of the older version. This client has its own connection, separate from the
+//! transaction, `mod_revision(key) == <revision seen by the scan>` → put the record marked with
+//! the claim's token: exactly one claimer's transaction succeeds, a record rewritten after the
+//! scan is not claimed on the strength of the older version, and a claimer that lost the answer
+//! reads the key to learn whether its token holds it. Removing and releasing a claim compare the
+//! claimed version's mod revision the same way, so neither can touch a newer record. This client has its own connection, separate from the
 //! election's, so handoff traffic never delays a lease renewal.
 
 use std::time::Duration;
@@ -137,17 +139,82 @@ impl EtcdHandoffs {
         Ok(found)
     }
 
-    pub(super) async fn claim(&mut self, p: &Pending) -> Result<bool, HandoffError> {
+    /// Runs `then` when `key` is still at `revision`; whether it ran, and the txn's revision.
+    async fn if_unchanged(
+        &mut self,
+        what: &str,
+        key: &str,
+        revision: i64,
+        then: TxnOp,
+    ) -> Result<(bool, i64), HandoffError> {
         let mut client = self.client().await?;
         let txn = Txn::new()
-            .when([Compare::mod_revision(
-                p.name.clone(),
-                CompareOp::Equal,
-                p.revision,
-            )])
-            .and_then([TxnOp::delete(p.name.clone(), None)]);
+            .when([Compare::mod_revision(key, CompareOp::Equal, revision)])
+            .and_then([then]);
+        let r = self.request(what, client.txn(txn)).await?;
+        let at = r.header().map_or(0, |h| h.revision());
+        Ok((r.succeeded(), at))
+    }
+
+    pub(super) async fn claim(
+        &mut self,
+        p: &Pending,
+        token: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, HandoffError> {
+        let record = HandoffRecord {
+            claimed_by: Some(token.to_owned()),
+            claimed_at_ms: Some(now_ms),
+            ..p.record.unclaimed()
+        };
+        let body = serde_json::to_vec(&record)
+            .map_err(|e| fail(&format!("encoding the claim on {}", p.name), e))?;
         let what = format!("claiming the handoff record {}", p.name);
-        let r = self.request(&what, client.txn(txn)).await?;
-        Ok(r.succeeded())
+        let put = TxnOp::put(p.name.clone(), body, None);
+        let (won, revision) = self.if_unchanged(&what, &p.name, p.revision, put).await?;
+        Ok(won.then(|| Pending {
+            record,
+            name: p.name.clone(),
+            revision,
+        }))
+    }
+
+    pub(super) async fn find_claim(
+        &mut self,
+        p: &Pending,
+        token: &str,
+    ) -> Result<Option<Pending>, HandoffError> {
+        let mut client = self.client().await?;
+        let what = format!("reading the handoff record {}", p.name);
+        let got = self
+            .request(&what, client.get(p.name.clone(), None))
+            .await?;
+        Ok(got.kvs().first().and_then(|kv| {
+            let record = serde_json::from_slice::<HandoffRecord>(kv.value()).ok()?;
+            (record.claimed_by.as_deref() == Some(token)).then(|| Pending {
+                record,
+                name: p.name.clone(),
+                revision: kv.mod_revision(),
+            })
+        }))
+    }
+
+    pub(super) async fn remove(&mut self, p: &Pending) -> Result<bool, HandoffError> {
+        let what = format!("removing the handoff record {}", p.name);
+        let delete = TxnOp::delete(p.name.clone(), None);
+        let (removed, _) = self
+            .if_unchanged(&what, &p.name, p.revision, delete)
+            .await?;
+        Ok(removed)
+    }
+
+    pub(super) async fn release(&mut self, claimed: &Pending) -> Result<(), HandoffError> {
+        let body = serde_json::to_vec(&claimed.record.unclaimed())
+            .map_err(|e| fail(&format!("encoding the handoff record {}", claimed.name), e))?;
+        let what = format!("releasing the claim on {}", claimed.name);
+        let put = TxnOp::put(claimed.name.clone(), body, None);
+        self.if_unchanged(&what, &claimed.name, claimed.revision, put)
+            .await
+            .map(|_| ())
     }
 }

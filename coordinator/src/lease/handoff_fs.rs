@@ -6,10 +6,14 @@
 //!
 //! A record is written atomically (a uniquely named temporary file in the same directory,
 //! fsync, rename over the final name), so a reader never sees half of one. A claim renames the
-//! file to a name unique to the claimer and then deletes it: `rename(2)` of one source succeeds
-//! for exactly one caller, so two lease holders (before and after a takeover) cannot both
-//! resume the same sequence. Job names are letters, digits, `.`, `_` and `-`, so they are safe
-//! as file names. Every file operation runs on a blocking thread; the caller bounds it.
+//! file to `<job>@<scheduledAtMs>.json.claimed-<token>`: `rename(2)` of one source succeeds for
+//! exactly one caller, so two lease holders (before and after a takeover) cannot both resume the
+//! same sequence, and the claimed name says whose claim it is, so a claimer whose rename timed
+//! out can look for its own name. The claimed file is deleted once the executor acted on it, or
+//! renamed back to the record's name when the claim is released. Removal renames to a hidden
+//! unique name first, so exactly one remover wins there too. Job names are letters, digits,
+//! `.`, `_` and `-`, and tokens are made of the same, so both are safe as file names. Every file
+//! operation runs on a blocking thread; the caller bounds it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,7 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::handoff::{HandoffError, HandoffRecord, Pending};
 use crate::config::cluster::FilesystemConfig;
 
-/// Makes temporary and claimed names unique within this process.
+/// What separates a record's file name from the claim token in a claimed file's name.
+const CLAIMED: &str = ".claimed-";
+
+/// Makes temporary and removal names unique within this process.
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 /// The handoff directory of one deployment.
@@ -31,13 +38,38 @@ fn fail(what: &str, path: &Path, e: impl std::fmt::Display) -> HandoffError {
     HandoffError::Store(format!("{what} {}: {e}", path.display()))
 }
 
-fn unique(base: &Path, suffix: &str) -> PathBuf {
+/// A hidden name in `dir` unique to this call (listings skip names that start with `.`).
+fn unique(dir: &Path, what: &str) -> PathBuf {
     let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    PathBuf::from(format!(
-        "{}.{suffix}-{}-{n}",
-        base.display(),
-        std::process::id()
-    ))
+    dir.join(format!(".{what}-{}-{n}", std::process::id()))
+}
+
+/// The name of `record`'s file once `token` claimed it.
+fn claimed_path(record: &Path, token: &str) -> PathBuf {
+    PathBuf::from(format!("{}{CLAIMED}{token}", record.display()))
+}
+
+/// A listed file's claim token: `Some(None)` for an unclaimed record, `Some(Some(token))` for
+/// a claimed one, `None` for anything else.
+fn claim_of(name: &str) -> Option<Option<String>> {
+    if name.starts_with('.') {
+        return None;
+    }
+    if name.ends_with(".json") {
+        return Some(None);
+    }
+    let (record, token) = name.split_once(CLAIMED)?;
+    (record.ends_with(".json") && !token.is_empty()).then(|| Some(token.to_owned()))
+}
+
+fn read_record(path: &Path) -> Result<Option<HandoffRecord>, HandoffError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| fail("cannot decode the handoff record", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(fail("cannot read", path, e)),
+    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -69,7 +101,7 @@ impl FilesystemHandoffs {
             .map_err(|e| fail("cannot encode the handoff record", &file, e))?;
         blocking(move || {
             std::fs::create_dir_all(&dir).map_err(|e| fail("cannot create", &dir, e))?;
-            let tmp = unique(&dir.join(".record"), "tmp");
+            let tmp = unique(&dir, "record-tmp");
             let written = std::fs::File::create(&tmp).and_then(|mut f| {
                 f.write_all(&body)?;
                 f.sync_all()
@@ -103,9 +135,9 @@ impl FilesystemHandoffs {
             for entry in entries.flatten() {
                 let path = entry.path();
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with('.') || !name.ends_with(".json") {
+                let Some(claimed_by) = claim_of(&name) else {
                     continue;
-                }
+                };
                 let bytes = match std::fs::read(&path) {
                     Ok(b) => b,
                     // Claimed by another node between the listing and the read.
@@ -121,7 +153,10 @@ impl FilesystemHandoffs {
                 };
                 match serde_json::from_slice::<HandoffRecord>(&bytes) {
                     Ok(record) => found.push(Pending {
-                        record,
+                        record: HandoffRecord {
+                            claimed_by,
+                            ..record
+                        },
                         name: path.display().to_string(),
                         revision: 0,
                     }),
@@ -137,18 +172,84 @@ impl FilesystemHandoffs {
         .await
     }
 
-    pub(super) async fn claim(&self, p: &Pending) -> Result<bool, HandoffError> {
+    pub(super) async fn claim(
+        &self,
+        p: &Pending,
+        token: &str,
+    ) -> Result<Option<Pending>, HandoffError> {
         let path = PathBuf::from(&p.name);
+        let claimed = claimed_path(&path, token);
+        let record = HandoffRecord {
+            claimed_by: Some(token.to_owned()),
+            ..p.record.clone()
+        };
+        blocking(move || match std::fs::rename(&path, &claimed) {
+            Ok(()) => Ok(Some(Pending {
+                record,
+                name: claimed.display().to_string(),
+                revision: 0,
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(fail("cannot claim", &path, e)),
+        })
+        .await
+    }
+
+    pub(super) async fn find_claim(
+        &self,
+        p: &Pending,
+        token: &str,
+    ) -> Result<Option<Pending>, HandoffError> {
+        let claimed = claimed_path(Path::new(&p.name), token);
+        let token = token.to_owned();
         blocking(move || {
-            let claimed = unique(&path, "claimed");
-            match std::fs::rename(&path, &claimed) {
+            Ok(read_record(&claimed)?.map(|record| Pending {
+                record: HandoffRecord {
+                    claimed_by: Some(token),
+                    ..record
+                },
+                name: claimed.display().to_string(),
+                revision: 0,
+            }))
+        })
+        .await
+    }
+
+    pub(super) async fn remove(&self, p: &Pending) -> Result<bool, HandoffError> {
+        let path = PathBuf::from(&p.name);
+        let dir = self.dir.clone();
+        blocking(move || {
+            let doomed = unique(&dir, "removing");
+            match std::fs::rename(&path, &doomed) {
                 Ok(()) => {
-                    std::fs::remove_file(&claimed)
-                        .map_err(|e| fail("cannot remove the claimed record", &claimed, e))?;
+                    std::fs::remove_file(&doomed)
+                        .map_err(|e| fail("cannot remove the handoff record", &doomed, e))?;
                     Ok(true)
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-                Err(e) => Err(fail("cannot claim", &path, e)),
+                Err(e) => Err(fail("cannot remove", &path, e)),
+            }
+        })
+        .await
+    }
+
+    pub(super) async fn release(&self, claimed: &Pending) -> Result<(), HandoffError> {
+        let from = PathBuf::from(&claimed.name);
+        let to = self.record_path(&claimed.record.job, claimed.record.scheduled_at_ms);
+        // A link, not a rename: a newer record of the same firing written meanwhile (the
+        // sequence was handed off again) must win over this older one.
+        blocking(move || {
+            match std::fs::hard_link(&from, &to) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                // Already released or removed.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(fail("cannot release the claim on", &from, e)),
+            }
+            match std::fs::remove_file(&from) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(fail("cannot remove the released claim", &from, e)),
             }
         })
         .await

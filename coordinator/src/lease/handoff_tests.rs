@@ -23,6 +23,8 @@ fn record(job: &str, scheduled_at_ms: i64, created_at_ms: i64) -> HandoffRecord 
         not_before_ms: created_at_ms + 5_000,
         from_node: "n1".into(),
         created_at_ms,
+        claimed_by: None,
+        claimed_at_ms: None,
     }
 }
 
@@ -52,9 +54,36 @@ async fn claims_exactly_once(a: Handoffs, b: Handoffs) {
     let backup = seen.iter().find(|p| p.record.job == "backup").unwrap();
     assert_eq!(backup.record, rewritten);
     // Two nodes race for the same record: one wins.
-    let (x, y) = tokio::join!(a.claim(backup), b.claim(backup));
-    assert!(x.unwrap() ^ y.unwrap(), "exactly one claim must win");
-    assert!(!a.claim(backup).await.unwrap());
+    let (x, y) = tokio::join!(a.claim(backup, "tok-a", 30), b.claim(backup, "tok-b", 30));
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert!(x.is_some() ^ y.is_some(), "exactly one claim must win");
+    let (claimed, winner, loser) = match (x, y) {
+        (Some(c), None) => (c, "tok-a", "tok-b"),
+        (None, Some(c)) => (c, "tok-b", "tok-a"),
+        _ => unreachable!(),
+    };
+    assert_eq!(claimed.record.claimed_by.as_deref(), Some(winner));
+    assert!(a.claim(backup, "tok-c", 31).await.unwrap().is_none());
+    // The claim stays in the store, marked, until it is removed or released.
+    let seen = a.pending().await.unwrap();
+    let held = seen.iter().find(|p| p.record.job == "backup").unwrap();
+    assert_eq!(held.record.claimed_by.as_deref(), Some(winner));
+    assert_eq!(held.record.unclaimed(), rewritten);
+    // A claimer that lost the answer finds its own claim, and only its own.
+    let found = b.find_claim(backup, winner).await.unwrap().unwrap();
+    assert_eq!(found.name, claimed.name);
+    assert_eq!(found.revision, claimed.revision);
+    assert!(b.find_claim(backup, loser).await.unwrap().is_none());
+    // Released: unclaimed again, and claimable.
+    a.release(&claimed).await.unwrap();
+    let seen = b.pending().await.unwrap();
+    let again = seen.iter().find(|p| p.record.job == "backup").unwrap();
+    assert_eq!(again.record, rewritten);
+    let claimed = b.claim(again, "tok-d", 40).await.unwrap().unwrap();
+    // Removed once acted on: gone, and a second removal reports nothing removed.
+    assert!(a.remove(&claimed).await.unwrap());
+    assert!(!b.remove(&claimed).await.unwrap());
+    assert!(b.find_claim(again, "tok-d").await.unwrap().is_none());
     let left = a.pending().await.unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].record.job, "report");
@@ -119,7 +148,7 @@ async fn rty_04_etcd_records_are_keys_claimed_once_by_mod_revision() {
     assert_eq!(left[0].name, "cronstable/leader/handoff/report/2000");
     // A record rewritten after the scan is not claimed on the strength of the old version.
     h.write(&record("report", 2_000, 99)).await.unwrap();
-    assert!(!h.claim(&left[0]).await.unwrap());
+    assert!(h.claim(&left[0], "tok", 100).await.unwrap().is_none());
     assert_eq!(h.pending().await.unwrap()[0].record.created_at_ms, 99);
 }
 
@@ -203,9 +232,13 @@ async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_re
             not_before_ms: now + 4_000,
         }
     );
+    // The resumed record stays, claimed, until the executor acts on it.
     let left = h.pending().await.unwrap();
-    assert_eq!(left.len(), 1);
-    assert_eq!(left[0].record.job, "elsewhere");
+    assert_eq!(left.len(), 2, "{left:?}");
+    let backup = left.iter().find(|p| p.record.job == "backup").unwrap();
+    assert!(backup.record.claimed_by.is_some());
+    let elsewhere = left.iter().find(|p| p.record.job == "elsewhere").unwrap();
+    assert!(elsewhere.record.claimed_by.is_none());
 }
 
 /// A shim restart loses no handed-off sequence: one sent to an executor whose Watch stream
@@ -230,14 +263,16 @@ async fn rty_04_a_sequence_its_executor_never_acted_on_goes_back_to_the_store() 
 
     let watch = state.open_watch("shim-n2");
     scan_once(&h, &state, now, &mut in_flight).await.unwrap();
-    assert!(h.pending().await.unwrap().is_empty(), "claimed");
+    let held = h.pending().await.unwrap();
+    assert!(held[0].record.claimed_by.is_some(), "claimed: {held:?}");
     assert_eq!(in_flight.len(), 1);
     drop(watch); // the shim died before it asked about attempt 2
     scan_once(&h, &state, now, &mut in_flight).await.unwrap();
     assert!(in_flight.is_empty());
     let back = h.pending().await.unwrap();
-    assert_eq!(back.len(), 1, "written back: {back:?}");
+    assert_eq!(back.len(), 1, "released: {back:?}");
     assert_eq!(back[0].record.next_attempt, 2);
+    assert!(back[0].record.claimed_by.is_none(), "released: {back:?}");
 
     // The restarted shim watches again: offered again, and this time it acts on it.
     let mut watch = state.open_watch("shim-n2");
@@ -267,5 +302,128 @@ async fn rty_04_a_sequence_its_executor_never_acted_on_goes_back_to_the_store() 
     assert!(
         h.pending().await.unwrap().is_empty(),
         "acted on: not written back"
+    );
+}
+
+fn decided(job: &str, scheduled_at_ms: i64, attempt: u32, at_ms: i64) -> Record {
+    Record {
+        job: job.into(),
+        scheduled_at_ms,
+        kind: FiringKind::Retry { attempt },
+        attempt,
+        node: "n2".into(),
+        recorded_at_ms: at_ms,
+        event: Event::Decided {
+            verdict: cronstable_core::Verdict::Run,
+            reason: Reason::Leader,
+        },
+    }
+}
+
+/// A claim whose answer was lost (the request timed out while the store completed it) is not a
+/// lost sequence: the next pass finds the claim by its token and resumes it (RTY-04, RTY-07).
+async fn a_claim_whose_answer_was_lost_is_resumed(h: Handoffs) {
+    let state = leading_state("n2");
+    state
+        .registry
+        .register(
+            "shim-n2",
+            vec![JobSpec::new("backup", "* * * * *", "false")],
+        )
+        .unwrap();
+    let now = 10_000_000;
+    h.write(&record("backup", 1_000, now - 1_000))
+        .await
+        .unwrap();
+    let scanned = h.pending().await.unwrap().remove(0);
+    // The claim happened in the store; the claimer only knows it asked.
+    assert!(
+        h.claim(&scanned, "lost-answer", now)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let mut in_flight = InFlight::default();
+    in_flight.claim_unanswered(scanned, "lost-answer".into());
+
+    let mut watch = state.open_watch("shim-n2");
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(matches!(
+        watch.try_recv().unwrap(),
+        Instruction::ResumeRetry {
+            next_attempt: 2,
+            scheduled_at_ms: 1_000,
+            ..
+        }
+    ));
+    assert!(watch.try_recv().is_err(), "sent once");
+    assert_eq!((in_flight.len(), in_flight.unsure()), (1, 0));
+    // The executor acts on it: the claimed record goes, with nothing written back.
+    state.record(decided("backup", 1_000, 2, now));
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(in_flight.is_empty());
+    assert!(h.pending().await.unwrap().is_empty());
+    assert!(watch.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn rty_04_a_filesystem_claim_whose_answer_was_lost_is_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    a_claim_whose_answer_was_lost_is_resumed(Handoffs::filesystem(&fs_config(dir.path()))).await;
+}
+
+#[tokio::test]
+async fn rty_04_an_etcd_claim_whose_answer_was_lost_is_resumed() {
+    let server = super::etcd::tests::EtcdServer::start();
+    a_claim_whose_answer_was_lost_is_resumed(Handoffs::etcd(&etcd_config(server.endpoint()))).await;
+}
+
+/// Another claimer's claim is left alone (it may be resuming it right now); once the record is
+/// past its expiry, the claimer is taken to be gone and the record is dropped with a cancelled
+/// record instead of being run again.
+#[tokio::test]
+async fn rty_04_another_claimers_record_is_left_alone_until_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let state = leading_state("n2");
+    state
+        .registry
+        .register(
+            "shim-n2",
+            vec![JobSpec::new("backup", "* * * * *", "false")],
+        )
+        .unwrap();
+    let now = 10_000_000;
+    h.write(&record("backup", 1_000, now - 1_000))
+        .await
+        .unwrap();
+    let scanned = h.pending().await.unwrap().remove(0);
+    h.claim(&scanned, "n3-dead", now).await.unwrap().unwrap();
+
+    let mut watch = state.open_watch("shim-n2");
+    let mut in_flight = InFlight::default();
+    scan_once(&h, &state, now, &mut in_flight).await.unwrap();
+    assert!(
+        watch.try_recv().is_err(),
+        "another node's claim is not resumed here"
+    );
+    assert_eq!(h.pending().await.unwrap().len(), 1);
+
+    let later = now + RECORD_EXPIRY.as_millis() as i64;
+    scan_once(&h, &state, later, &mut in_flight).await.unwrap();
+    assert!(
+        watch.try_recv().is_err(),
+        "an expired claim is not run again"
+    );
+    assert!(h.pending().await.unwrap().is_empty());
+    let cancelled = state
+        .ledger
+        .inspect("backup", |r| r.iter().cloned().collect::<Vec<_>>());
+    assert!(
+        matches!(
+            &cancelled[..],
+            [Record { event: Event::Skipped { message, .. }, .. }] if message.contains("retry abandoned")
+        ),
+        "{cancelled:?}"
     );
 }
