@@ -164,7 +164,7 @@ pub async fn run(
     let handoffs = config
         .cluster
         .as_ref()
-        .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &env));
+        .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &node_name, &env));
     let state = CoordinatorState::new(view_rx.clone())
         .with_notifier(notifier.clone())
         .with_handoffs(handoffs.clone());

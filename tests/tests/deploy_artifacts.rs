@@ -335,7 +335,11 @@ fn kubernetes_manifests_parse_into_typed_objects_and_agree_with_each_other() {
         .iter()
         .find(|r| r.resource_names.is_some())
         .expect("a rule scoped by name");
-    assert_eq!(named.resource_names.clone().unwrap(), [lease_name]);
+    // The election Lease and the retry handoff records' Lease beside it (RTY-04).
+    assert_eq!(
+        named.resource_names.clone().unwrap(),
+        [lease_name.to_owned(), format!("{lease_name}-handoff")]
+    );
     assert_eq!(named.verbs, ["get", "update"]);
     assert!(
         rules

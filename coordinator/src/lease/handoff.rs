@@ -22,10 +22,10 @@
 //! more connection per coordinator (etcd) or a few more file operations (filesystem).
 //!
 //! Record names (see the store modules): etcd `<electionName>/handoff/<job>/<scheduledAtMs>`;
-//! filesystem `<path>/<deploymentId>/cluster/handoff/<job>@<scheduledAtMs>.json`. A record
-//! older than [`RECORD_EXPIRY`] is dropped with a WARNING and a cancelled ledger record, so
-//! records for jobs no node has any more do not accumulate. The Kubernetes backend has no
-//! handoff store yet: its retries keep being abandoned, with a message that says so.
+//! filesystem `<path>/<deploymentId>/cluster/handoff/<job>@<scheduledAtMs>.json`; Kubernetes
+//! the entry `<job>@<scheduledAtMs>` of the annotation `cronstable.io/handoff-records` on the
+//! Lease `<leaseName>-handoff`. A record older than [`RECORD_EXPIRY`] is dropped with a WARNING
+//! and a cancelled ledger record, so records for jobs no node has any more do not accumulate.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use super::handoff_etcd::EtcdHandoffs;
 use super::handoff_fs::FilesystemHandoffs;
+use super::kubernetes::handoff::KubernetesHandoffs;
+use super::kubernetes_api::K8sEnv;
 use crate::config::cluster::{Backend, ClusterConfig};
 
 /// The bound on one handoff write (the shim's `Handoff` call waits for it).
@@ -137,6 +139,7 @@ pub struct Pending {
 enum Inner {
     Filesystem(FilesystemHandoffs),
     Etcd(Box<tokio::sync::Mutex<EtcdHandoffs>>),
+    Kubernetes(Box<tokio::sync::Mutex<KubernetesHandoffs>>),
 }
 
 /// The handoff records of one deployment's shared store. Cheap to clone.
@@ -150,6 +153,7 @@ impl std::fmt::Debug for Handoffs {
         f.write_str(match &*self.inner {
             Inner::Filesystem(_) => "Handoffs(filesystem)",
             Inner::Etcd(_) => "Handoffs(etcd)",
+            Inner::Kubernetes(_) => "Handoffs(kubernetes)",
         })
     }
 }
@@ -165,8 +169,13 @@ async fn bounded<T>(
 }
 
 impl Handoffs {
-    /// The handoff store for `cluster`: etcd and filesystem have one; other backends `None`.
-    pub fn for_cluster(cluster: &ClusterConfig, env: &crate::Environment) -> Option<Self> {
+    /// The handoff store for `cluster`, used by `node_name`: the lease backends have one;
+    /// gossip and election off `None`.
+    pub fn for_cluster(
+        cluster: &ClusterConfig,
+        node_name: &str,
+        env: &crate::Environment,
+    ) -> Option<Self> {
         let inner = match cluster.backend {
             Backend::Filesystem => {
                 Inner::Filesystem(FilesystemHandoffs::new(cluster.filesystem.as_ref()?))
@@ -179,6 +188,17 @@ impl Handoffs {
                 });
                 Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
                     etcd, password,
+                ))))
+            }
+            Backend::Kubernetes => {
+                let k8s = cluster.kubernetes.as_ref()?;
+                let k8s_env = K8sEnv {
+                    service_host: env.get("KUBERNETES_SERVICE_HOST"),
+                    service_port: env.get("KUBERNETES_SERVICE_PORT"),
+                    ..K8sEnv::default()
+                };
+                Inner::Kubernetes(Box::new(tokio::sync::Mutex::new(KubernetesHandoffs::new(
+                    k8s, node_name, k8s_env,
                 ))))
             }
             _ => return None,
@@ -204,6 +224,19 @@ impl Handoffs {
         }
     }
 
+    /// A Kubernetes handoff store (tests).
+    pub fn kubernetes(
+        config: &crate::config::cluster::KubernetesConfig,
+        node_name: &str,
+        env: K8sEnv,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner::Kubernetes(Box::new(tokio::sync::Mutex::new(
+                KubernetesHandoffs::new(config, node_name, env),
+            )))),
+        }
+    }
+
     /// Writes `record` durably, replacing any record of the same firing; bounded by
     /// [`WRITE_TIMEOUT`].
     pub async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
@@ -211,6 +244,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.write(record).await,
                 Inner::Etcd(etcd) => etcd.lock().await.write(record).await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.write(record).await,
             }
         })
         .await
@@ -222,6 +256,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.pending().await,
                 Inner::Etcd(etcd) => etcd.lock().await.pending().await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.pending().await,
             }
         })
         .await
@@ -241,6 +276,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.claim(p, token).await,
                 Inner::Etcd(etcd) => etcd.lock().await.claim(p, token, now_ms).await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.claim(p, token, now_ms).await,
             }
         })
         .await
@@ -256,6 +292,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.find_claim(p, token).await,
                 Inner::Etcd(etcd) => etcd.lock().await.find_claim(p, token).await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.find_claim(p, token).await,
             }
         })
         .await
@@ -268,6 +305,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.remove(p).await,
                 Inner::Etcd(etcd) => etcd.lock().await.remove(p).await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.remove(p).await,
             }
         })
         .await
@@ -280,6 +318,7 @@ impl Handoffs {
             match &*self.inner {
                 Inner::Filesystem(fs) => fs.release(claimed).await,
                 Inner::Etcd(etcd) => etcd.lock().await.release(claimed).await,
+                Inner::Kubernetes(k8s) => k8s.lock().await.release(claimed).await,
             }
         })
         .await

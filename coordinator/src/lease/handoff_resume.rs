@@ -40,9 +40,9 @@ pub async fn write_handoff(
     let Some(handoffs) = &state.handoffs else {
         return (
             false,
-            "this node's cluster backend has no shared handoff store (only etcd and \
-             filesystem have one), so the retry sequence cannot move to the new owner and is \
-             abandoned"
+            "this node's cluster backend has no shared handoff store (gossip and an election \
+             that is off have none; the etcd, kubernetes and filesystem backends do), so the \
+             retry sequence cannot move to the new owner and is abandoned"
                 .to_owned(),
         );
     };

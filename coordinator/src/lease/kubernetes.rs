@@ -514,18 +514,9 @@ impl KubernetesStore {
             }
         }
     }
-}
 
-impl LeaseStore for KubernetesStore {
-    fn backend_name(&self) -> &'static str {
-        "kubernetes"
-    }
-
-    fn timing(&self) -> LeaseTiming {
-        self.timing
-    }
-
-    async fn prepare(&mut self) -> Result<(), String> {
+    /// Resolves the credentials and builds the client; returns which client is in use.
+    pub(crate) async fn connect(&mut self) -> Result<&'static str, String> {
         let (config, env) = (self.config.clone(), self.env.clone());
         let api = tokio::task::spawn_blocking(move || resolve(&config, &env))
             .await
@@ -543,19 +534,34 @@ impl LeaseStore for KubernetesStore {
         } else {
             "the built-in REST client"
         };
+        self.api = Some(api);
+        Ok(client)
+    }
+}
+
+impl LeaseStore for KubernetesStore {
+    fn backend_name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    async fn prepare(&mut self) -> Result<(), String> {
+        let client = self.connect().await?;
+        let api = self.api.as_ref().map(|a| (a.url.clone(), a.source.clone()));
+        let (url, source) = api.unwrap_or_default();
         tracing::info!(
-            "cluster: kubernetes election on lease {}/{} at {} via {} with {client} \
+            "cluster: kubernetes election on lease {}/{} at {url} via {source} with {client} \
              (identity={}, leaseDuration={}s, renewDeadline={}s, retryPeriod={}s)",
             self.namespace,
             self.config.lease_name,
-            api.url,
-            api.source,
             self.holder,
             self.timing.duration.as_secs(),
             self.timing.round_timeout.as_secs(),
             self.timing.round_every.as_secs()
         );
-        self.api = Some(api);
         Ok(())
     }
 
@@ -615,6 +621,9 @@ impl LeaseStore for KubernetesStore {
 
 #[path = "kubernetes_reboot.rs"]
 pub mod reboot;
+
+#[path = "kubernetes_handoff.rs"]
+pub mod handoff;
 
 #[cfg(test)]
 #[path = "kubernetes_tests.rs"]
