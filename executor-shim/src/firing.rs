@@ -18,9 +18,9 @@ use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
 use crate::client::{CallError, Coordinator};
-use crate::clock;
 use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
 use crate::source::LoadedJob;
+use crate::{clock, one_shot};
 
 /// How far ahead of a scheduled instant the shim asks its gate. The launch itself still waits
 /// for the instant; the decision is just taken this much earlier, well inside the granularity
@@ -54,11 +54,11 @@ pub struct FiringContext {
     pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
     /// Where the coordinator's `RunDeferred` pushes wake waiting @reboot one-shots.
     pub wakeups: crate::wakeups::DeferredWakeups,
-    /// Becomes true once this shim's job set is registered with the coordinator. An @reboot
-    /// one-shot asks only after that: a coordinator that still holds this executor's previous
-    /// registration (the shim restarted with a changed job file) would otherwise decide it
-    /// under the old job set, whose "already ran" record does not apply to the new one.
-    pub registered: Arc<watch::Sender<bool>>,
+    /// The job-set ID of the shim's last successful registration with the coordinator. An
+    /// @reboot one-shot is asked about only while it equals `job_set_id` (see
+    /// [`crate::one_shot`]): a coordinator still holding a previous registration would decide
+    /// it under the old job set, whose "already ran" record does not apply to the new one.
+    pub registered: Arc<watch::Sender<Option<JobSetId>>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -115,6 +115,8 @@ impl FiringContext {
                 .map(|j| (*j.spec).clone())
                 .collect();
             if self.coordinator.register(&specs).await.is_ok() {
+                self.registered
+                    .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
                 self.reregister.notify_one();
                 answer = ask().await;
             }
@@ -175,7 +177,7 @@ impl FiringContext {
         }
     }
 
-    async fn report_skip(
+    pub(crate) async fn report_skip(
         &self,
         job: &str,
         at_ms: i64,
@@ -224,30 +226,6 @@ pub fn firing_env(
     env
 }
 
-/// How often a pending @reboot one-shot whose job left the job file looks for it again.
-const PENDING_RECHECK: Duration = Duration::from_secs(2);
-
-/// What a pending deferred @reboot one-shot does given the shim's current jobs.
-#[derive(Debug, PartialEq, Eq)]
-enum PendingReboot {
-    /// The name is there and still a deferrable @reboot job: this (current) definition runs.
-    Run(Arc<JobSpec>),
-    /// The name is missing (a templating glitch, remove-then-re-add): stay pending (RBT-07).
-    Wait,
-    /// The name now belongs to an EveryNode or scheduled job: the one-shot is gone (RBT-08).
-    Gone,
-}
-
-fn pending_reboot(jobs: &[LoadedJob], name: &str) -> PendingReboot {
-    match jobs.iter().find(|j| j.spec.name == name) {
-        None => PendingReboot::Wait,
-        Some(j) if j.spec.is_reboot() && j.spec.cluster_policy != ClusterPolicy::EveryNode => {
-            PendingReboot::Run(j.spec.clone())
-        }
-        Some(_) => PendingReboot::Gone,
-    }
-}
-
 /// Runs one firing of `job` due at `scheduled_at`, with its retries.
 pub async fn fire(
     ctx: FiringContext,
@@ -285,9 +263,9 @@ pub(crate) async fn run_sequence(
             return;
         }
         if deferred_one_shot && kind == FiringKind::Reboot {
-            let current = pending_reboot(&ctx.jobs.borrow(), &job.name);
+            let current = one_shot::pending_reboot(&ctx.jobs.borrow(), &job.name);
             match current {
-                PendingReboot::Run(spec) => {
+                one_shot::PendingReboot::Run(spec) => {
                     if spec != job {
                         tracing::info!(
                             job = job.name,
@@ -298,7 +276,7 @@ pub(crate) async fn run_sequence(
                     }
                     told_vanished = false;
                 }
-                PendingReboot::Wait => {
+                one_shot::PendingReboot::Wait => {
                     if !told_vanished {
                         tracing::info!(
                             job = job.name,
@@ -306,12 +284,12 @@ pub(crate) async fn run_sequence(
                         );
                         told_vanished = true;
                     }
-                    if !ctx.pause(PENDING_RECHECK).await {
+                    if !ctx.pause(one_shot::PENDING_RECHECK).await {
                         return;
                     }
                     continue;
                 }
-                PendingReboot::Gone => {
+                one_shot::PendingReboot::Gone => {
                     tracing::info!(
                         job = job.name,
                         "job is no longer a Leader/PreferLeader @reboot job; its pending boot-time one-shot is dropped"
@@ -330,17 +308,33 @@ pub(crate) async fn run_sequence(
                 .await;
             return;
         }
-        if kind == FiringKind::Reboot && !*ctx.registered.borrow() {
-            let mut registered = ctx.registered.subscribe();
+        let registered_now =
+            || one_shot::still_registered(&ctx.registered.subscribe(), &ctx.job_set_id);
+        if kind == FiringKind::Reboot && !registered_now() {
             let mut stopping = ctx.stopping.clone();
             // Bounded: a coordinator that never answers leaves the one-shot to the
             // no-manager rule after REBOOT_PATIENCE, as before.
+            let wait = one_shot::wait_registered(
+                ctx.registered.subscribe(),
+                ctx.job_set_id.clone(),
+                REBOOT_PATIENCE.saturating_sub(asked_from.elapsed()),
+            );
             tokio::select! {
-                _ = tokio::time::timeout(REBOOT_PATIENCE, registered.wait_for(|r| *r)) => {}
+                _ = wait => {}
                 _ = stopping.wait_for(|s| *s) => return,
             }
         }
+        let registered_before = kind == FiringKind::Reboot && registered_now();
         let gate = ctx.ask(&job, at_ms, kind, attempt).await;
+        if registered_before && !gate.local && !registered_now() {
+            // A reload landed while the question was in flight, so it was decided under the
+            // job set the shim just left: ask again under the new one (RBT-07, RBT-21).
+            tracing::info!(
+                job = job.name,
+                "job file reloaded while the @reboot one-shot was being decided; asking again"
+            );
+            continue;
+        }
         if deferred_one_shot
             && kind == FiringKind::Reboot
             && gate.local
@@ -380,7 +374,7 @@ pub(crate) async fn run_sequence(
                 if matches!(kind, FiringKind::Retry { .. })
                     && matches!(gate.reason, Reason::NotLeader | Reason::NotOwner)
                 {
-                    hand_off(&ctx, &job, at_ms, attempt, max_attempts).await;
+                    crate::handoff::hand_off(&ctx, &job, at_ms, attempt, max_attempts).await;
                 }
                 return;
             }
@@ -561,45 +555,6 @@ async fn launch(
     }
 }
 
-/// A retry learned that another node owns the job: hand the rest of the sequence over, or,
-/// without a shared store, abandon it with a WARNING and a cancelled record (RTY-04, RTY-05).
-async fn hand_off(ctx: &FiringContext, job: &JobSpec, at_ms: i64, attempt: u32, max_attempts: u32) {
-    // EveryNode and @reboot retries never move between nodes (RTY-06). EveryNode is never told
-    // "not owner"; an @reboot job's retries are abandoned here rather than handed off.
-    if job.cluster_policy == ClusterPolicy::EveryNode || job.is_reboot() {
-        return;
-    }
-    let remaining = max_attempts.saturating_sub(attempt) + 1;
-    let next_at = clock::now_ms();
-    let transferred = match ctx
-        .coordinator
-        .handoff(&job.name, at_ms, attempt, remaining, next_at)
-        .await
-    {
-        Ok(r) if r.transferred => {
-            tracing::info!(
-                job = job.name,
-                attempt,
-                remaining,
-                "retry sequence handed off"
-            );
-            return;
-        }
-        Ok(r) => r.message,
-        Err(CallError::Unreachable(m)) | Err(CallError::Refused { message: m, .. }) => m,
-    };
-    let msg = format!("retry abandoned: another node owns the job and {transferred}");
-    tracing::warn!(job = job.name, attempt, remaining, "{msg}");
-    ctx.report_skip(
-        &job.name,
-        at_ms,
-        FiringKind::Retry { attempt },
-        Reason::NotOwner,
-        msg,
-    )
-    .await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -619,37 +574,5 @@ mod tests {
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
-    }
-
-    fn loaded(name: &str, schedule: &str, policy: ClusterPolicy, command: &str) -> LoadedJob {
-        let mut spec = JobSpec::new(name, schedule, command);
-        spec.cluster_policy = policy;
-        LoadedJob {
-            schedule: cronstable_core::schedule::Schedule::parse(schedule, None).unwrap(),
-            spec: Arc::new(spec),
-        }
-    }
-
-    #[test]
-    fn rbt_07_08_a_pending_one_shot_follows_the_current_job_file() {
-        use ClusterPolicy::{EveryNode, Leader, PreferLeader};
-        let now = loaded("migrate", "@reboot", Leader, "./migrate v2");
-        // The current definition runs, not the one captured at boot.
-        assert_eq!(
-            pending_reboot(std::slice::from_ref(&now), "migrate"),
-            PendingReboot::Run(now.spec.clone())
-        );
-        let prefer = loaded("migrate", "@reboot", PreferLeader, "./migrate");
-        assert!(matches!(
-            pending_reboot(&[prefer], "migrate"),
-            PendingReboot::Run(_)
-        ));
-        // Vanished: stays pending until the name returns.
-        assert_eq!(pending_reboot(&[], "migrate"), PendingReboot::Wait);
-        // Reused for a job that is not a deferrable @reboot: the one-shot is gone.
-        let every = loaded("migrate", "@reboot", EveryNode, "./migrate");
-        assert_eq!(pending_reboot(&[every], "migrate"), PendingReboot::Gone);
-        let scheduled = loaded("migrate", "0 3 * * *", Leader, "./migrate");
-        assert_eq!(pending_reboot(&[scheduled], "migrate"), PendingReboot::Gone);
     }
 }

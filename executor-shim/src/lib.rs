@@ -23,6 +23,8 @@ pub mod client;
 pub mod clock;
 pub mod firing;
 pub mod gate;
+pub mod handoff;
+pub mod one_shot;
 pub mod plan;
 pub mod reaper;
 pub mod resume;
@@ -130,7 +132,7 @@ pub async fn run(
         reregister: Arc::new(Notify::new()),
         jobs: jobs_rx.clone(),
         wakeups: wakeups::DeferredWakeups::new(),
-        registered: Arc::new(watch::channel(false).0),
+        registered: Arc::new(watch::channel(None).0),
     };
     tracing::info!(
         source = %config.source.path().display(),

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cronstable_core::fingerprint::job_set_id;
 use cronstable_core::{FiringKind, JobSpec};
 use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
@@ -37,7 +38,9 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
                     job_set_id = id,
                     "registered with the coordinator"
                 );
-                ctx.registered.send_replace(true);
+                // The shim's own fingerprint of what it registered, compared with its current
+                // job set before an @reboot one-shot is asked about (crate::one_shot).
+                ctx.registered.send_replace(Some(job_set_id(&specs)));
                 backoff = BACKOFF_START;
             }
             Err(e) => {
