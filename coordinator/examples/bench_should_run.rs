@@ -50,6 +50,12 @@ impl Executor for Echo {
             node_name: "bench".into(),
         }))
     }
+    async fn should_run_batch(
+        &self,
+        _: Request<pb::ShouldRunBatchRequest>,
+    ) -> Result<Response<pb::ShouldRunBatchResponse>, Status> {
+        Err(Status::unimplemented("echo"))
+    }
     async fn report_run(
         &self,
         _: Request<pb::ReportRunRequest>,

@@ -21,6 +21,9 @@ use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction, ManualStartError};
 
+/// The most firings one `ShouldRunBatch` call may carry.
+const MAX_BATCH: usize = 10_000;
+
 /// How long a DEFER asks the executor to wait before asking again.
 const DEFER_HINT_MS: u64 = 1_000;
 
@@ -152,6 +155,36 @@ impl Executor for ExecutorService {
             firing_id: answer.firing_id,
             node_name: answer.node,
         }))
+    }
+
+    async fn should_run_batch(
+        &self,
+        request: Request<pb::ShouldRunBatchRequest>,
+    ) -> Result<Response<pb::ShouldRunBatchResponse>, Status> {
+        let requests = request.into_inner().requests;
+        if requests.len() > MAX_BATCH {
+            return Err(Status::invalid_argument(format!(
+                "requests: {} firings in one batch; at most {MAX_BATCH} are accepted, split the \
+                 batch",
+                requests.len()
+            )));
+        }
+        let mut answers = Vec::with_capacity(requests.len());
+        // Decided one by one through ShouldRun itself, so a batched firing is decided and
+        // recorded exactly as a single one would be.
+        for req in requests {
+            let result = match self.should_run(Request::new(req)).await {
+                Ok(answer) => pb::should_run_batch_answer::Result::Answer(answer.into_inner()),
+                Err(status) => pb::should_run_batch_answer::Result::Error(pb::BatchError {
+                    code: status.code() as i32,
+                    message: status.message().to_owned(),
+                }),
+            };
+            answers.push(pb::ShouldRunBatchAnswer {
+                result: Some(result),
+            });
+        }
+        Ok(Response::new(pb::ShouldRunBatchResponse { answers }))
     }
 
     async fn report_run(

@@ -235,6 +235,11 @@ pub async fn run(
     let grpc = Server::builder()
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
+        // HTTP/2's default 64 KiB windows hold about 750 ShouldRun requests: a shim with more
+        // jobs due at one instant would otherwise wait a round trip for a WINDOW_UPDATE per
+        // window, on a loaded machine long enough to miss its deadline.
+        .initial_connection_window_size(Some(1 << 20))
+        .initial_stream_window_size(Some(1 << 20))
         .add_service(grpc::service(state.clone()));
     let mut grpc_task = match listeners.api {
         ApiListener::Tcp(l) => {

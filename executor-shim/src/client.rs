@@ -46,7 +46,7 @@ pub enum CallError {
 }
 
 impl CallError {
-    fn from_status(s: Status) -> Self {
+    pub(crate) fn from_status(s: Status) -> Self {
         match s.code() {
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
                 CallError::Unreachable(s.message().to_owned())
@@ -101,6 +101,8 @@ pub struct Answer {
 #[derive(Debug, Clone)]
 pub struct Coordinator {
     client: ExecutorClient<Channel>,
+    /// Coalesces ShouldRun questions asked at the same moment (see [`crate::batch`]).
+    questions: crate::batch::Batcher,
     executor_id: String,
     deadline: Duration,
 }
@@ -148,6 +150,7 @@ impl Coordinator {
         };
         Ok(Self {
             client: ExecutorClient::new(channel),
+            questions: crate::batch::Batcher::default(),
             executor_id,
             deadline,
         })
@@ -192,7 +195,8 @@ impl Coordinator {
         Ok(r.job_set_id)
     }
 
-    /// Asks whether to run one firing.
+    /// Asks whether to run one firing; batched with the questions other firings ask at the
+    /// same moment.
     pub async fn should_run(
         &self,
         job: &str,
@@ -207,8 +211,7 @@ impl Coordinator {
             kind: kind_to_wire(kind) as i32,
             attempt,
         };
-        let mut c = self.client.clone();
-        let r = self.bounded(c.should_run(self.request(req))).await?;
+        let r = self.questions.ask(&self.client, self.deadline, req).await?;
         let verdict = match pb::Verdict::try_from(r.verdict) {
             Ok(pb::Verdict::Run) => Verdict::Run,
             Ok(pb::Verdict::Defer) => Verdict::Defer,

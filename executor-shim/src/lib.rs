@@ -18,6 +18,7 @@
 //! - [`gate`]: `cronstable-gate`, one gated firing started by an existing crond.
 //! - [`cli`]: logging setup and the host name, for the binaries.
 
+pub mod batch;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -212,14 +212,19 @@ impl Supervisor {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(false);
-        let (mut child, pid, started_at) = {
-            // Spawn under the table lock, so the orphan reaper never mistakes the new child for
-            // an orphan before it is recorded.
-            let mut table = self.table();
+        // fork/exec is synchronous and, on a loaded machine, takes milliseconds: done on the
+        // runtime's one thread, a minute in which hundreds of jobs start would stall every
+        // other firing's ShouldRun answer behind it until its deadline passed. So it runs on a
+        // blocking thread, under the table lock there, so the orphan reaper never mistakes the
+        // new child for an orphan before it is recorded.
+        let supervisor = self.clone();
+        let (job, exclusive) = (launch.job.clone(), launch.exclusive);
+        let spawned = tokio::task::spawn_blocking(move || {
+            let mut table = supervisor.table();
             if table.closed {
                 return Err(LaunchError::ShuttingDown);
             }
-            if launch.exclusive && table.runs.values().any(|r| r.job == launch.job) {
+            if exclusive && table.runs.values().any(|r| r.job == job) {
                 return Err(LaunchError::AlreadyRunning);
             }
             let child = cmd.spawn()?;
@@ -228,13 +233,14 @@ impl Supervisor {
                 .id()
                 .filter(|p| *p > 0)
                 .ok_or_else(|| std::io::Error::other("the spawned shell has no pid"))?;
-            table.runs.insert(
-                pid,
-                Running {
-                    job: launch.job.clone(),
-                },
-            );
-            (child, pid, clock::now())
+            table.runs.insert(pid, Running { job });
+            Ok((child, pid, clock::now()))
+        })
+        .await;
+        let (mut child, pid, started_at) = match spawned {
+            Ok(r) => r?,
+            // The blocking pool is gone only while the runtime shuts down.
+            Err(_) => return Err(LaunchError::ShuttingDown),
         };
         on_started(pid, started_at);
         if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {

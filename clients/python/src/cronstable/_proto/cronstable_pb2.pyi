@@ -181,6 +181,34 @@ class ShouldRunResponse(_message.Message):
     node_name: str
     def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., owner: _Optional[str] = ..., fence: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., firing_id: _Optional[str] = ..., node_name: _Optional[str] = ...) -> None: ...
 
+class ShouldRunBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[ShouldRunRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[ShouldRunRequest, _Mapping]]] = ...) -> None: ...
+
+class ShouldRunBatchResponse(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[ShouldRunBatchAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[ShouldRunBatchAnswer, _Mapping]]] = ...) -> None: ...
+
+class ShouldRunBatchAnswer(_message.Message):
+    __slots__ = ("answer", "error")
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    answer: ShouldRunResponse
+    error: BatchError
+    def __init__(self, answer: _Optional[_Union[ShouldRunResponse, _Mapping]] = ..., error: _Optional[_Union[BatchError, _Mapping]] = ...) -> None: ...
+
+class BatchError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ReportRunRequest(_message.Message):
     __slots__ = ("executor_id", "job", "scheduled_at_ms", "attempt", "kind", "started", "finished", "skipped")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]

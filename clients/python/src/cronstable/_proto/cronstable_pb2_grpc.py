@@ -45,6 +45,11 @@ class ExecutorStub:
                 request_serializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunRequest.SerializeToString,
                 response_deserializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunResponse.FromString,
                 _registered_method=True)
+        self.ShouldRunBatch = channel.unary_unary(
+                '/cronstable.v1.Executor/ShouldRunBatch',
+                request_serializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchRequest.SerializeToString,
+                response_deserializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchResponse.FromString,
+                _registered_method=True)
         self.ReportRun = channel.unary_unary(
                 '/cronstable.v1.Executor/ReportRun',
                 request_serializer=cronstable_dot_v1_dot_cronstable__pb2.ReportRunRequest.SerializeToString,
@@ -86,6 +91,18 @@ class ExecutorServicer:
         view with no network round trip, so a short client deadline (about a second) is safe. A client
         that cannot reach the coordinator in time applies the "no manager" row itself: Leader jobs
         skip, PreferLeader and EveryNode jobs run.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ShouldRunBatch(self, request, context):
+        """ShouldRun for several firings in one call: an executor whose jobs fall due at the same
+        instant asks about all of them at once, so a minute in which hundreds of jobs fire costs one
+        round trip, not hundreds racing each other to their deadlines. Each request is decided and
+        recorded exactly as by ShouldRun; `answers[i]` is for `requests[i]`. A request that ShouldRun
+        would refuse (an unknown job, an invalid field) gets an error in its slot, and the others are
+        still answered. At most 10,000 requests per call (INVALID_ARGUMENT beyond that).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -138,6 +155,11 @@ def add_ExecutorServicer_to_server(servicer, server):
                     servicer.ShouldRun,
                     request_deserializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunRequest.FromString,
                     response_serializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunResponse.SerializeToString,
+            ),
+            'ShouldRunBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShouldRunBatch,
+                    request_deserializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchRequest.FromString,
+                    response_serializer=cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchResponse.SerializeToString,
             ),
             'ReportRun': grpc.unary_unary_rpc_method_handler(
                     servicer.ReportRun,
@@ -215,6 +237,33 @@ class Executor:
             '/cronstable.v1.Executor/ShouldRun',
             cronstable_dot_v1_dot_cronstable__pb2.ShouldRunRequest.SerializeToString,
             cronstable_dot_v1_dot_cronstable__pb2.ShouldRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShouldRunBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/cronstable.v1.Executor/ShouldRunBatch',
+            cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchRequest.SerializeToString,
+            cronstable_dot_v1_dot_cronstable__pb2.ShouldRunBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -458,6 +458,32 @@ export interface ShouldRunResponse {
   nodeName: string;
 }
 
+export interface ShouldRunBatchRequest {
+  requests: ShouldRunRequest[];
+}
+
+export interface ShouldRunBatchResponse {
+  /** one per request, in the same order */
+  answers: ShouldRunBatchAnswer[];
+}
+
+export interface ShouldRunBatchAnswer {
+  answer?:
+    | ShouldRunResponse
+    | undefined;
+  /** what ShouldRun would have failed with */
+  error?: BatchError | undefined;
+}
+
+/**
+ * A per-request failure inside a batch: the gRPC status code ShouldRun would have returned
+ * (google.rpc.Code numbering: 3 INVALID_ARGUMENT, 5 NOT_FOUND, ...) and its readable reason.
+ */
+export interface BatchError {
+  code: number;
+  message: string;
+}
+
 export interface ReportRunRequest {
   executorId: string;
   job: string;
@@ -1574,6 +1600,322 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
     message.retryAfterMs = object.retryAfterMs ?? 0;
     message.firingId = object.firingId ?? "";
     message.nodeName = object.nodeName ?? "";
+    return message;
+  },
+};
+
+function createBaseShouldRunBatchRequest(): ShouldRunBatchRequest {
+  return { requests: [] };
+}
+
+export const ShouldRunBatchRequest: MessageFns<ShouldRunBatchRequest> = {
+  encode(message: ShouldRunBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.requests) {
+      ShouldRunRequest.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShouldRunBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShouldRunBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.requests.push(ShouldRunRequest.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShouldRunBatchRequest {
+    return {
+      requests: globalThis.Array.isArray(object?.requests)
+        ? object.requests.map((e: any) => ShouldRunRequest.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ShouldRunBatchRequest): unknown {
+    const obj: any = {};
+    if (message.requests?.length) {
+      obj.requests = message.requests.map((e) => ShouldRunRequest.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ShouldRunBatchRequest>): ShouldRunBatchRequest {
+    return ShouldRunBatchRequest.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ShouldRunBatchRequest>): ShouldRunBatchRequest {
+    const message = createBaseShouldRunBatchRequest();
+    message.requests = object.requests?.map((e) => ShouldRunRequest.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseShouldRunBatchResponse(): ShouldRunBatchResponse {
+  return { answers: [] };
+}
+
+export const ShouldRunBatchResponse: MessageFns<ShouldRunBatchResponse> = {
+  encode(message: ShouldRunBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.answers) {
+      ShouldRunBatchAnswer.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShouldRunBatchResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShouldRunBatchResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.answers.push(ShouldRunBatchAnswer.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShouldRunBatchResponse {
+    return {
+      answers: globalThis.Array.isArray(object?.answers)
+        ? object.answers.map((e: any) => ShouldRunBatchAnswer.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ShouldRunBatchResponse): unknown {
+    const obj: any = {};
+    if (message.answers?.length) {
+      obj.answers = message.answers.map((e) => ShouldRunBatchAnswer.toJSON(e));
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ShouldRunBatchResponse>): ShouldRunBatchResponse {
+    return ShouldRunBatchResponse.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ShouldRunBatchResponse>): ShouldRunBatchResponse {
+    const message = createBaseShouldRunBatchResponse();
+    message.answers = object.answers?.map((e) => ShouldRunBatchAnswer.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseShouldRunBatchAnswer(): ShouldRunBatchAnswer {
+  return { answer: undefined, error: undefined };
+}
+
+export const ShouldRunBatchAnswer: MessageFns<ShouldRunBatchAnswer> = {
+  encode(message: ShouldRunBatchAnswer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.answer !== undefined) {
+      ShouldRunResponse.encode(message.answer, writer.uint32(10).fork()).join();
+    }
+    if (message.error !== undefined) {
+      BatchError.encode(message.error, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShouldRunBatchAnswer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShouldRunBatchAnswer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.answer = ShouldRunResponse.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.error = BatchError.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShouldRunBatchAnswer {
+    return {
+      answer: isSet(object.answer) ? ShouldRunResponse.fromJSON(object.answer) : undefined,
+      error: isSet(object.error) ? BatchError.fromJSON(object.error) : undefined,
+    };
+  },
+
+  toJSON(message: ShouldRunBatchAnswer): unknown {
+    const obj: any = {};
+    if (message.answer !== undefined) {
+      obj.answer = ShouldRunResponse.toJSON(message.answer);
+    }
+    if (message.error !== undefined) {
+      obj.error = BatchError.toJSON(message.error);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ShouldRunBatchAnswer>): ShouldRunBatchAnswer {
+    return ShouldRunBatchAnswer.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ShouldRunBatchAnswer>): ShouldRunBatchAnswer {
+    const message = createBaseShouldRunBatchAnswer();
+    message.answer = (object.answer !== undefined && object.answer !== null)
+      ? ShouldRunResponse.fromPartial(object.answer)
+      : undefined;
+    message.error = (object.error !== undefined && object.error !== null)
+      ? BatchError.fromPartial(object.error)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseBatchError(): BatchError {
+  return { code: 0, message: "" };
+}
+
+export const BatchError: MessageFns<BatchError> = {
+  encode(message: BatchError, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.code !== 0) {
+      writer.uint32(8).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BatchError {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatchError();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BatchError {
+    return {
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+    };
+  },
+
+  toJSON(message: BatchError): unknown {
+    const obj: any = {};
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<BatchError>): BatchError {
+    return BatchError.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<BatchError>): BatchError {
+    const message = createBaseBatchError();
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
     return message;
   },
 };
@@ -3383,6 +3725,25 @@ export const ExecutorService = {
     responseDeserialize: (value: Buffer): ShouldRunResponse => ShouldRunResponse.decode(value),
   },
   /**
+   * ShouldRun for several firings in one call: an executor whose jobs fall due at the same
+   * instant asks about all of them at once, so a minute in which hundreds of jobs fire costs one
+   * round trip, not hundreds racing each other to their deadlines. Each request is decided and
+   * recorded exactly as by ShouldRun; `answers[i]` is for `requests[i]`. A request that ShouldRun
+   * would refuse (an unknown job, an invalid field) gets an error in its slot, and the others are
+   * still answered. At most 10,000 requests per call (INVALID_ARGUMENT beyond that).
+   */
+  shouldRunBatch: {
+    path: "/cronstable.v1.Executor/ShouldRunBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ShouldRunBatchRequest): Buffer =>
+      Buffer.from(ShouldRunBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ShouldRunBatchRequest => ShouldRunBatchRequest.decode(value),
+    responseSerialize: (value: ShouldRunBatchResponse): Buffer =>
+      Buffer.from(ShouldRunBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ShouldRunBatchResponse => ShouldRunBatchResponse.decode(value),
+  },
+  /**
    * Reports a run's start, its finish, or a skip the executor decided on its own (concurrency
    * policy, coordinator unreachable, too late). Feeds the run ledger, /jobs and the metrics.
    */
@@ -3455,6 +3816,15 @@ export interface ExecutorServer extends UntypedServiceImplementation {
    */
   shouldRun: handleUnaryCall<ShouldRunRequest, ShouldRunResponse>;
   /**
+   * ShouldRun for several firings in one call: an executor whose jobs fall due at the same
+   * instant asks about all of them at once, so a minute in which hundreds of jobs fire costs one
+   * round trip, not hundreds racing each other to their deadlines. Each request is decided and
+   * recorded exactly as by ShouldRun; `answers[i]` is for `requests[i]`. A request that ShouldRun
+   * would refuse (an unknown job, an invalid field) gets an error in its slot, and the others are
+   * still answered. At most 10,000 requests per call (INVALID_ARGUMENT beyond that).
+   */
+  shouldRunBatch: handleUnaryCall<ShouldRunBatchRequest, ShouldRunBatchResponse>;
+  /**
    * Reports a run's start, its finish, or a skip the executor decided on its own (concurrency
    * policy, coordinator unreachable, too late). Feeds the run ledger, /jobs and the metrics.
    */
@@ -3521,6 +3891,29 @@ export interface ExecutorClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ShouldRunResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ShouldRun for several firings in one call: an executor whose jobs fall due at the same
+   * instant asks about all of them at once, so a minute in which hundreds of jobs fire costs one
+   * round trip, not hundreds racing each other to their deadlines. Each request is decided and
+   * recorded exactly as by ShouldRun; `answers[i]` is for `requests[i]`. A request that ShouldRun
+   * would refuse (an unknown job, an invalid field) gets an error in its slot, and the others are
+   * still answered. At most 10,000 requests per call (INVALID_ARGUMENT beyond that).
+   */
+  shouldRunBatch(
+    request: ShouldRunBatchRequest,
+    callback: (error: ServiceError | null, response: ShouldRunBatchResponse) => void,
+  ): ClientUnaryCall;
+  shouldRunBatch(
+    request: ShouldRunBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ShouldRunBatchResponse) => void,
+  ): ClientUnaryCall;
+  shouldRunBatch(
+    request: ShouldRunBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ShouldRunBatchResponse) => void,
   ): ClientUnaryCall;
   /**
    * Reports a run's start, its finish, or a skip the executor decided on its own (concurrency
