@@ -162,6 +162,7 @@ mod tests {
 
         let first = state
             .should_run("migrate", 1_000, FiringKind::Reboot, 1, 1_000)
+            .await
             .unwrap();
         assert_eq!(first.decision.verdict, Verdict::Defer, "{first:?}");
         push_ready(&state);

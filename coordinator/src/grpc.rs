@@ -139,12 +139,13 @@ impl Executor for ExecutorService {
         let answer = self
             .state
             .should_run(&req.job, req.scheduled_at_ms, kind, attempt, now_ms())
+            .await
             .ok_or_else(|| unknown_job(&req.job))?;
         let decision = answer.decision;
         Ok(Response::new(pb::ShouldRunResponse {
             verdict: verdict_to_wire(decision.verdict) as i32,
             reason: reason_to_wire(decision.reason) as i32,
-            message: decision.reason.describe().to_owned(),
+            message: answer.message,
             owner: answer.owner.unwrap_or_default(),
             fence: answer.fence,
             retry_after_ms: if decision.verdict == Verdict::Defer {

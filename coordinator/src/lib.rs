@@ -129,6 +129,7 @@ fn backend_for(
     config: &Config,
     node_name: &str,
     env: &Environment,
+    reboot_store: Option<std::sync::Arc<lease::reboot_store::RebootStore>>,
 ) -> Result<Box<dyn ClusterBackend>, RunError> {
     match &config.cluster {
         None => Ok(Box::new(ElectionOffBackend::new(node_name))),
@@ -136,7 +137,7 @@ fn backend_for(
             GossipSettings::from_config(cluster),
             node_name,
         ))),
-        Some(cluster) => lease::backend_for(cluster, node_name, env)
+        Some(cluster) => lease::backend_for(cluster, node_name, env, reboot_store)
             .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
     }
 }
@@ -150,7 +151,13 @@ pub async fn run(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let backend = backend_for(&config, &node_name, &env)?;
+    // The @reboot records' own store client, shared by the lease driver's rounds and the gate's
+    // write-before-RUN (etcd and filesystem).
+    let reboot_store = config
+        .cluster
+        .as_ref()
+        .and_then(|c| lease::reboot_store::RebootStore::for_cluster(c, &node_name, &env));
+    let backend = backend_for(&config, &node_name, &env, reboot_store.clone())?;
     let auth_token = match &config.web.auth_token {
         Some(source) => Some(web::AuthToken::new(
             &source
@@ -167,7 +174,8 @@ pub async fn run(
         .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &node_name, &env));
     let state = CoordinatorState::new(view_rx.clone())
         .with_notifier(notifier.clone())
-        .with_handoffs(handoffs.clone());
+        .with_handoffs(handoffs.clone())
+        .with_reboot_store(reboot_store);
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
     }

@@ -86,6 +86,10 @@ pub struct Answer {
     pub firing_id: String,
     /// The node that decided (this one).
     pub node: String,
+    /// A readable sentence for the executor's log: the reason's description, or what went
+    /// wrong when the answer had to change (a Leader one-shot's record that could not be
+    /// written).
+    pub message: String,
 }
 
 /// Shared handles for the gRPC and HTTP handlers. Cheap to clone.
@@ -107,6 +111,9 @@ pub struct CoordinatorState {
     notifier: Option<Notifier>,
     /// The shared store's handoff records, on a backend that has them (RTY-04).
     pub handoffs: Option<crate::lease::handoff::Handoffs>,
+    /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
+    /// one-shot's record is written there before it is answered RUN (RBT-22).
+    reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
 }
@@ -123,6 +130,7 @@ impl CoordinatorState {
             deferred: crate::deferred::DeferredOneShots::new(),
             notifier: None,
             handoffs: None,
+            reboot_store: None,
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
         }
@@ -137,6 +145,16 @@ impl CoordinatorState {
     /// Hands retry sequences off through `handoffs` (a lease backend's shared store).
     pub fn with_handoffs(mut self, handoffs: Option<crate::lease::handoff::Handoffs>) -> Self {
         self.handoffs = handoffs;
+        self
+    }
+
+    /// Writes a Leader `@reboot` one-shot's "already ran" record to `store` before answering
+    /// it RUN (RBT-22).
+    pub fn with_reboot_store(
+        mut self,
+        store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+    ) -> Self {
+        self.reboot_store = store;
         self
     }
 
@@ -176,7 +194,15 @@ impl CoordinatorState {
 
     /// Decides one firing of a registered job and records the decision. `None` when the job is
     /// not registered.
-    pub fn should_run(
+    ///
+    /// A Leader `@reboot` one-shot that the gate would run is first recorded as ran in the
+    /// store, within the store's bound: a holder that dies right after its executor starts the
+    /// one-shot must leave a record its successor's read-back finds, or the successor runs it
+    /// again. If the record cannot be written the answer is DEFER (a convergence hold) with
+    /// the store's error as the message, and the executor asks again. PreferLeader one-shots
+    /// are not held up: they must run even while the store is unreachable (RBT-20), and their
+    /// record follows on the driver's next round.
+    pub async fn should_run(
         &self,
         job: &str,
         scheduled_at_ms: i64,
@@ -186,8 +212,37 @@ impl CoordinatorState {
     ) -> Option<Answer> {
         let set = self.registry.current();
         let registered = set.get(job)?;
-        let (decision, owner, fence, node) =
-            self.decide_now(&set, job, registered.spec.cluster_policy, kind);
+        let policy = registered.spec.cluster_policy;
+        let (mut decision, mut owner, mut fence, mut node) =
+            self.decide_now(&set, job, policy, kind);
+        let mut message = decision.reason.describe().to_owned();
+        if decision.verdict == cronstable_core::Verdict::Run
+            && kind == FiringKind::Reboot
+            && policy == ClusterPolicy::Leader
+            && let Some(store) = &self.reboot_store
+        {
+            let jobs = std::collections::BTreeSet::from([job.to_owned()]);
+            match store.record(set.id.as_str(), &jobs).await {
+                Ok(()) => {
+                    self.reboot_ran.mark(set.id.as_str(), job);
+                    // The write took time: answer from the view as it is now, so a leadership
+                    // lost meanwhile is not answered RUN.
+                    (decision, owner, fence, node) = self.decide_now(&set, job, policy, kind);
+                    message = decision.reason.describe().to_owned();
+                }
+                Err(e) => {
+                    decision = Decision {
+                        verdict: cronstable_core::Verdict::Defer,
+                        reason: cronstable_core::Reason::ConvergenceHold,
+                    };
+                    message = format!(
+                        "the @reboot one-shot's \"already ran\" record could not be written to the \
+                         store before running it ({e}); it waits and is asked again"
+                    );
+                    tracing::warn!(job, "{message}");
+                }
+            }
+        }
         if kind == FiringKind::Reboot {
             self.deferred.answered(
                 job,
@@ -202,6 +257,7 @@ impl CoordinatorState {
             fence,
             firing_id: firing_id(&set.id, job, scheduled_at_ms),
             node: node.clone(),
+            message,
         };
         self.record(Record {
             job: job.to_owned(),

@@ -21,12 +21,14 @@
 //! On shutdown the driver releases the lease (bounded by `round_timeout`) so a survivor takes
 //! over at once instead of waiting out the ttl (LSE-08).
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::reboot_store::RebootStore;
 use super::{LeaseError, LeaseObservation, LeaseStore, SAFETY_MARGIN};
 use crate::cluster::{
     BackendContext, ClusterBackend, ClusterView, Election, LeaseGate, ManagedView,
@@ -41,6 +43,7 @@ pub const FOLLOWER_ROUND: std::time::Duration = std::time::Duration::from_millis
 pub struct LeaseBackend<S: LeaseStore> {
     store: S,
     node_name: String,
+    reboot_store: Option<Arc<RebootStore>>,
 }
 
 impl<S: LeaseStore> LeaseBackend<S> {
@@ -49,7 +52,15 @@ impl<S: LeaseStore> LeaseBackend<S> {
         Self {
             store,
             node_name: node_name.into(),
+            reboot_store: None,
         }
+    }
+
+    /// Reads and writes the @reboot records through `reboot_store`, a client of their own,
+    /// instead of the election's store client.
+    pub fn with_reboot_store(mut self, reboot_store: Option<Arc<RebootStore>>) -> Self {
+        self.reboot_store = reboot_store;
+        self
     }
 }
 
@@ -59,7 +70,7 @@ impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
     }
 
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(drive(self.store, self.node_name, ctx))
+        Box::pin(drive(self.store, self.reboot_store, self.node_name, ctx))
     }
 }
 
@@ -217,7 +228,12 @@ fn log_transitions(before: (bool, bool), after: (bool, bool), view: &ClusterView
     }
 }
 
-async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
+async fn drive<S: LeaseStore>(
+    mut store: S,
+    reboot_store: Option<Arc<RebootStore>>,
+    me: String,
+    ctx: BackendContext,
+) {
     let BackendContext {
         view: tx,
         shutdown: mut stop,
@@ -304,7 +320,15 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
         // due, so they can never delay a renewal past the lease deadline; what does not finish
         // is retried next round (RBT-21, RBT-22).
         if quorate && next.saturating_duration_since(Instant::now()) > MIN_RECORDS_SLOT {
-            let step = records_step(&mut store, &mut records, &own_marks, &set_id);
+            let step = async {
+                match &reboot_store {
+                    Some(own) => records_step(&mut &**own, &mut records, &own_marks, &set_id).await,
+                    None => {
+                        records_step(&mut ViaLease(&mut store), &mut records, &own_marks, &set_id)
+                            .await
+                    }
+                }
+            };
             tokio::select! {
                 biased;
                 () = &mut stop => break,
@@ -339,23 +363,72 @@ async fn drive<S: LeaseStore>(mut store: S, me: String, ctx: BackendContext) {
 /// The least time left before the next round worth starting the @reboot records' store calls in.
 const MIN_RECORDS_SLOT: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// Where a round's @reboot record calls go: the records' own client, or the election's store
+/// when the backend has none (Kubernetes, whose records live on the election Lease).
+trait RecordsClient {
+    fn read(
+        &mut self,
+        job_set_id: &str,
+    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send;
+    fn record(
+        &mut self,
+        job_set_id: &str,
+        jobs: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<(), LeaseError>> + Send;
+}
+
+/// The election's own store, for the records.
+struct ViaLease<'a, S>(&'a mut S);
+
+impl<S: LeaseStore> RecordsClient for ViaLease<'_, S> {
+    fn read(
+        &mut self,
+        job_set_id: &str,
+    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send {
+        self.0.read_reboot_ran(job_set_id)
+    }
+    fn record(
+        &mut self,
+        job_set_id: &str,
+        jobs: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<(), LeaseError>> + Send {
+        self.0.record_reboot_ran(job_set_id, jobs)
+    }
+}
+
+impl RecordsClient for &RebootStore {
+    fn read(
+        &mut self,
+        job_set_id: &str,
+    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send {
+        RebootStore::read(self, job_set_id)
+    }
+    fn record(
+        &mut self,
+        job_set_id: &str,
+        jobs: &BTreeSet<String>,
+    ) -> impl Future<Output = Result<(), LeaseError>> + Send {
+        RebootStore::record(self, job_set_id, jobs)
+    }
+}
+
 /// One round's @reboot record work: write this node's unwritten marks, then read back the
 /// store's records when a read is due. Failures are logged and retried next round.
-async fn records_step<S: LeaseStore>(
-    store: &mut S,
+async fn records_step(
+    store: &mut impl RecordsClient,
     records: &mut super::reboot_records::RebootRecords,
     own: &crate::reboot_ran::RebootRan,
     set_id: &str,
 ) {
     let pending = records.unwritten(set_id, own);
     if !pending.is_empty() {
-        match store.record_reboot_ran(set_id, &pending).await {
+        match store.record(set_id, &pending).await {
             Ok(()) => records.write_done(set_id, &pending),
             Err(e) => tracing::warn!("cluster: recording @reboot runs {pending:?} failed: {e}"),
         }
     }
     if records.read_due(Instant::now()) {
-        match store.read_reboot_ran(set_id).await {
+        match store.read(set_id).await {
             Ok(jobs) => records.read_done(set_id, jobs, Instant::now()),
             Err(e) => tracing::warn!("cluster: reading the @reboot records failed: {e}"),
         }
@@ -385,6 +458,6 @@ pub fn spawn(
             drop(job_tx);
         }),
     };
-    let task = tokio::spawn(drive(store, node_name.to_owned(), ctx));
+    let task = tokio::spawn(drive(store, None, node_name.to_owned(), ctx));
     (rx, stop_tx, task)
 }

@@ -182,10 +182,7 @@ impl Handoffs {
             }
             Backend::Etcd => {
                 let etcd = cluster.etcd.as_ref()?;
-                let password = etcd.password.as_ref().map(|p| {
-                    p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
-                        .map_err(|e| e.to_string())
-                });
+                let password = super::etcd_password(etcd, env);
                 Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
                     etcd, password,
                 ))))

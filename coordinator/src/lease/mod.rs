@@ -35,6 +35,7 @@ pub mod kubernetes_fake;
 pub mod memory;
 pub mod probe;
 pub mod reboot_records;
+pub mod reboot_store;
 #[cfg(test)]
 mod tests;
 
@@ -146,25 +147,29 @@ pub fn backend_for(
     cluster: &ClusterConfig,
     node_name: &str,
     env: &crate::Environment,
+    reboot_store: Option<std::sync::Arc<reboot_store::RebootStore>>,
 ) -> Option<Box<dyn ClusterBackend>> {
     match cluster.backend {
         Backend::Filesystem => {
             let fs = cluster.filesystem.as_ref()?;
-            Some(Box::new(driver::LeaseBackend::new(
-                filesystem::FilesystemStore::new(fs, node_name),
-                node_name,
-            )))
+            Some(Box::new(
+                driver::LeaseBackend::new(
+                    filesystem::FilesystemStore::new(fs, node_name),
+                    node_name,
+                )
+                .with_reboot_store(reboot_store.clone()),
+            ))
         }
         Backend::Etcd => {
             let etcd = cluster.etcd.as_ref()?;
-            let password = etcd.password.as_ref().map(|p| {
-                p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
-                    .map_err(|e| e.to_string())
-            });
-            Some(Box::new(driver::LeaseBackend::new(
-                etcd::EtcdStore::new(etcd, node_name, password),
-                node_name,
-            )))
+            let password = etcd_password(etcd, env);
+            Some(Box::new(
+                driver::LeaseBackend::new(
+                    etcd::EtcdStore::new(etcd, node_name, password),
+                    node_name,
+                )
+                .with_reboot_store(reboot_store.clone()),
+            ))
         }
         Backend::Kubernetes => {
             let k8s = cluster.kubernetes.as_ref()?;
@@ -180,4 +185,16 @@ pub fn backend_for(
         }
         _ => None,
     }
+}
+
+/// The etcd password, resolved from its `fromEnvVar`/`fromFile` source in `env`; `None` when
+/// none is configured, `Some(Err)` naming what failed.
+pub(crate) fn etcd_password(
+    etcd: &crate::config::cluster::EtcdConfig,
+    env: &crate::Environment,
+) -> Option<Result<String, String>> {
+    etcd.password.as_ref().map(|p| {
+        p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+            .map_err(|e| e.to_string())
+    })
 }
