@@ -31,6 +31,9 @@ need_pkg ip iproute2
 # nsenter and mount: the partition harness cuts a node off the filesystem store in its mount namespace
 need_pkg nsenter util-linux
 need_pkg mount mount
+# chattr: reboot_record_first.rs makes the filesystem store's record stream immutable, which
+# even root cannot append to
+need_pkg chattr e2fsprogs
 # Prometheus' own checker for the /metrics exposition.
 need_pkg promtool prometheus
 # Debian's real cron daemon runs cronstable-gate (tests/tests/gate_cron.rs), and the systemd
