@@ -229,6 +229,17 @@ impl CoordinatorState {
                     // lost meanwhile is not answered RUN.
                     (decision, owner, fence, node) = self.decide_now(&set, job, policy, kind);
                     message = decision.reason.describe().to_owned();
+                    if decision.verdict != cronstable_core::Verdict::Run {
+                        // The record already says "ran", so no later leader runs it: a Leader
+                        // @reboot is at most once, and this is the one case where that means
+                        // never. Say so loudly rather than skip it quietly.
+                        message = format!(
+                            "this node stopped being the owner while the @reboot one-shot's \
+                             \"already ran\" record was being written ({message}); the record \
+                             stands, so the one-shot does not run on any node this boot"
+                        );
+                        tracing::warn!(job, "{message}");
+                    }
                 }
                 Err(e) => {
                     decision = Decision {
