@@ -67,13 +67,42 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// A free loopback port (bound, then released; good enough on a test machine).
+/// A free loopback port for a listener a test is about to write into a process's config.
+///
+/// The port is drawn from below the kernel's ephemeral range (`ip_local_port_range`), not by
+/// binding port 0 and letting go: a port handed out that way is an ephemeral port, and any
+/// outgoing connection made before the process binds it (the suite makes thousands) can take
+/// it, which failed CI with "Address already in use". Below that range only explicit binds
+/// compete. A counter per test process, started at an offset from the pid, keeps two tests of
+/// one binary from drawing the same port, and a port something else holds is skipped.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOWEST: u32 = 10_000;
+    static NEXT: OnceLock<(AtomicU32, u32)> = OnceLock::new();
+    let (next, span) = NEXT.get_or_init(|| {
+        let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or(32_768);
+        let span = ephemeral_low.saturating_sub(LOWEST);
+        assert!(
+            span >= 1_000,
+            "ip_local_port_range starts at {ephemeral_low}: the tests need ports {LOWEST}..{} \
+             outside it",
+            LOWEST + 1_000
+        );
+        (
+            AtomicU32::new(std::process::id().wrapping_mul(7_919) % span),
+            span,
+        )
+    });
+    for _ in 0..*span {
+        let port = (LOWEST + next.fetch_add(1, Ordering::Relaxed) % span) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOWEST}..{}", LOWEST + span);
 }
 
 /// Polls `check` until it returns `Ok`, or panics with `what` and the last `Err` (the state
