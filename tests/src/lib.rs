@@ -313,6 +313,27 @@ impl Coordinator {
     }
 }
 
+/// Waits until every node's coordinator holds a registration of `jobs` jobs and all hold the
+/// same job-set ID. Until then an "all agreed" view can still be the agreement on the empty set
+/// from before the shims registered, and the rolling change that follows may elect another
+/// node for a moment (GSP-20).
+pub fn wait_same_job_set(nodes: &[Coordinator], jobs: usize) {
+    wait_for_state("every shim registered the same job set", || {
+        let mut ids = std::collections::BTreeSet::new();
+        for node in nodes {
+            let r = http(node.web, "GET", "/job-set-id").map_err(|e| e.to_string())?;
+            let v = r.json();
+            if v["jobs"] != jobs {
+                return Err(format!("{:?} holds {v}", node.web));
+            }
+            ids.insert(v["job_set_id"].to_string());
+        }
+        (ids.len() == 1)
+            .then_some(())
+            .ok_or(format!("job sets {ids:?}"))
+    })
+}
+
 /// Starts a shim for `crontab` against `coordinator`.
 pub fn start_shim(crontab: &Path, coordinator: &str, extra: &[&str]) -> Proc {
     let mut cmd = Command::new(binary("cronstable-shim"));

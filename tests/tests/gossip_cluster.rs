@@ -100,7 +100,7 @@ fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
         .map(|(i, c)| shim(dir.path(), c, &format!("n{}", i + 1), "Leader"))
         .collect();
     // The shims re-register the same job set on every node, so the cluster re-converges.
-    wait_same_job_set(&nodes, 1);
+    cronstable_tests::wait_same_job_set(&nodes, 1);
     for node in &nodes {
         wait_cluster("agreement on the shims' job set", node, |v| {
             leader_is(v, "n1")
@@ -341,28 +341,6 @@ fn runs(dir: &Path, nodes: &[&str]) -> Vec<(String, String, String)> {
     out
 }
 
-/// Waits until every node's coordinator holds a registration of `jobs` jobs and all hold the
-/// same job-set ID. Until then an "all agreed" view can still be the agreement on the empty set
-/// from before the shims registered, and the rolling change that follows may elect another
-/// node for a moment (GSP-20).
-fn wait_same_job_set(nodes: &[cronstable_tests::Coordinator], jobs: usize) {
-    wait_for_state("every shim registered the same job set", || {
-        let mut ids = std::collections::BTreeSet::new();
-        for node in nodes {
-            let r = cronstable_tests::http(node.web, "GET", "/job-set-id")
-                .map_err(|e| e.to_string())?;
-            let v = r.json();
-            if v["jobs"] != jobs {
-                return Err(format!("{:?} holds {v}", node.web));
-            }
-            ids.insert(v["job_set_id"].to_string());
-        }
-        (ids.len() == 1)
-            .then_some(())
-            .ok_or(format!("job sets {ids:?}"))
-    })
-}
-
 /// The instant after which firings are judged: one second past now, because a firing due at
 /// or just before the moment the test saw agreement may have been decided on an older view.
 #[allow(clippy::disallowed_methods)] // the shims stamp runs with wall-clock instants
@@ -416,7 +394,7 @@ fn dst_01_spread_gives_each_leader_job_one_owner_and_uses_several_nodes() {
         .enumerate()
         .map(|(i, c)| shim_with(dir.path(), c, &format!("n{}", i + 1), &jobs))
         .collect();
-    wait_same_job_set(&nodes, 8);
+    cronstable_tests::wait_same_job_set(&nodes, 8);
     for node in &nodes {
         let v = wait_cluster("spread cluster agreed", node, |v| {
             v["quorate"] == true && all_agreed(v)
@@ -472,7 +450,7 @@ fn pol_prefer_leader_runs_on_the_lowest_reachable_node_and_moves_when_it_dies() 
         .enumerate()
         .map(|(i, c)| shim(dir.path(), c, &format!("n{}", i + 1), "PreferLeader"))
         .collect();
-    wait_same_job_set(&nodes, 1);
+    cronstable_tests::wait_same_job_set(&nodes, 1);
     for node in &nodes {
         wait_cluster("agreed", node, |v| leader_is(v, "n1") && all_agreed(v));
     }

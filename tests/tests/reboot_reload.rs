@@ -15,7 +15,9 @@
 use std::path::Path;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
-use cronstable_tests::{Coordinator, Proc, http, lines, start_shim, wait_for, wait_for_state};
+use cronstable_tests::{
+    Coordinator, Proc, http, lines, start_shim, wait_for, wait_for_state, wait_same_job_set,
+};
 use serde_json::Value;
 
 const SIGHUP: i32 = 1;
@@ -34,15 +36,6 @@ fn rewrite(crontab: &Path, text: &str, shim: &Proc) {
     std::fs::write(&tmp, text).unwrap();
     std::fs::rename(&tmp, crontab).unwrap();
     shim.signal(SIGHUP);
-}
-
-/// Waits until `node`'s coordinator holds a registration of `jobs` jobs.
-fn wait_registered(node: &Coordinator, jobs: usize) {
-    wait_for_state(&format!("a registration of {jobs} jobs"), || {
-        let r = http(node.web, "GET", "/job-set-id").map_err(|e| e.to_string())?;
-        let v = r.json();
-        (v["jobs"] == jobs).then_some(()).ok_or(v.to_string())
-    });
 }
 
 fn deferred(node: &Coordinator, job: &str) -> bool {
@@ -92,7 +85,7 @@ fn rbt_07_08_a_reload_decides_what_a_pending_one_shot_runs() {
         &[redefined.clone(), reused.clone()].concat(),
         &shim,
     );
-    wait_registered(&n1, 2);
+    wait_same_job_set(std::slice::from_ref(&n1), 2);
     shim.wait_log("it stays pending until the name returns");
     shim.wait_log("its pending boot-time one-shot is dropped");
     // Edit 2: `returns` comes back as it was.
@@ -103,7 +96,7 @@ fn rbt_07_08_a_reload_decides_what_a_pending_one_shot_runs() {
     ]
     .concat();
     rewrite(&crontab, &last, &shim);
-    wait_registered(&n1, 3);
+    wait_same_job_set(std::slice::from_ref(&n1), 3);
     assert!(lines(&out).is_empty(), "nothing ran without a quorum");
 
     // n2 joins with the same job file, so both nodes agree on the job set; n1 leads.
