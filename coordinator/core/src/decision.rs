@@ -13,6 +13,7 @@
 //! | 1 | election off | run (every node runs everything) |
 //! | 2 | policy EveryNode | run, even without a manager |
 //! | 3 | no manager | Leader skips; PreferLeader runs |
+//! | 3' | the coordinator's manager failed to start, retried | as 3, but Leader retries and @reboot defer |
 //! | 3a | @reboot one-shot, ran-record not yet read for this job set | defer (RBT-22) |
 //! | 3b | @reboot one-shot that already ran in the cluster | skip (RBT-06) |
 //! | 4 | conflict visible | Leader skips (defers for retries and @reboot) |
@@ -59,6 +60,11 @@ pub enum Gate {
     /// Election is configured but there is no manager: its listener or backend failed to start,
     /// or (seen from the shim) the coordinator could not be reached in time.
     NoManager,
+    /// Seen from the coordinator: election is configured and its own manager failed to start,
+    /// but the start is being retried. The "no manager" row with one difference: a Leader retry
+    /// or `@reboot` one-shot waits for the manager (defer) instead of being dropped, since the
+    /// coordinator knows a decision will be possible once the start succeeds.
+    ManagerRetrying,
     /// A running manager's view, already resolved for the job being decided.
     Manager(ManagerView),
 }
@@ -265,6 +271,13 @@ pub fn decide(policy: ClusterPolicy, kind: FiringKind, gate: Gate) -> Decision {
         Gate::NoManager => {
             return match policy {
                 ClusterPolicy::PreferLeader => Decision::run(Reason::NoManager),
+                _ => Decision::skip(Reason::NoManager),
+            };
+        }
+        Gate::ManagerRetrying => {
+            return match policy {
+                ClusterPolicy::PreferLeader => Decision::run(Reason::NoManager),
+                _ if kind.defers() => Decision::defer(Reason::NoManager),
                 _ => Decision::skip(Reason::NoManager),
             };
         }

@@ -32,7 +32,14 @@ const DENIAL_REASONS: [Reason; 7] = [
 ];
 
 /// Transient denials: the only reasons a deferral may give (RTY-02). A subset of the denials.
-const TRANSIENT: [Reason; 3] = [Reason::NoQuorum, Reason::Conflict, Reason::ConvergenceHold];
+/// NoManager is transient only where the coordinator says its manager is being retried
+/// (`Gate::ManagerRetrying`); the exhaustive rules pin that separately.
+const TRANSIENT: [Reason; 4] = [
+    Reason::NoQuorum,
+    Reason::Conflict,
+    Reason::ConvergenceHold,
+    Reason::NoManager,
+];
 
 /// Runs `check` on every combination and reports every violation at once, with its inputs.
 fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision) -> bool) {
@@ -50,7 +57,7 @@ fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision)
     }
     assert_eq!(
         count,
-        3 * 4 * 258,
+        3 * 4 * 259,
         "the input space is not fully enumerated"
     );
     assert!(
@@ -97,6 +104,24 @@ fn no_manager_fails_leader_closed_and_prefer_leader_open() {
                 return true;
             }
             match policy {
+                ClusterPolicy::Leader => d == Decision::skip(Reason::NoManager),
+                ClusterPolicy::PreferLeader => d == Decision::run(Reason::NoManager),
+                ClusterPolicy::EveryNode => d == Decision::run(Reason::EveryNode),
+            }
+        },
+    );
+}
+
+#[test]
+fn a_retried_manager_fails_leader_closed_but_lets_deferrable_firings_wait() {
+    for_all(
+        "manager retrying: Leader skips scheduled, defers retries and @reboot; PreferLeader runs",
+        |policy, kind, gate, d| {
+            if gate != Gate::ManagerRetrying || kind == FiringKind::Manual {
+                return true;
+            }
+            match policy {
+                ClusterPolicy::Leader if kind.defers() => d == Decision::defer(Reason::NoManager),
                 ClusterPolicy::Leader => d == Decision::skip(Reason::NoManager),
                 ClusterPolicy::PreferLeader => d == Decision::run(Reason::NoManager),
                 ClusterPolicy::EveryNode => d == Decision::run(Reason::EveryNode),
@@ -158,9 +183,13 @@ fn scheduled_firings_never_defer() {
 #[test]
 fn only_retries_and_reboots_defer_and_only_on_transient_denials() {
     for_all(
-        "Defer only for retries/@reboot, with NoQuorum/Conflict/ConvergenceHold",
-        |_, kind, _, d| {
-            d.verdict != Verdict::Defer || (kind.defers() && TRANSIENT.contains(&d.reason))
+        "Defer only for retries/@reboot, with NoQuorum/Conflict/ConvergenceHold, or NoManager \
+         while the manager is retried",
+        |_, kind, gate, d| {
+            d.verdict != Verdict::Defer
+                || (kind.defers()
+                    && TRANSIENT.contains(&d.reason)
+                    && (d.reason != Reason::NoManager || gate == Gate::ManagerRetrying))
         },
     );
 }

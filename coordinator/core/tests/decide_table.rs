@@ -78,6 +78,7 @@ fn parse_row(at: String, line: &str) -> Row {
     let gate = match take("gate") {
         "off" => Gate::ElectionOff,
         "none" => Gate::NoManager,
+        "retrying" => Gate::ManagerRetrying,
         "manager" => {
             let mut flag = |k: &str| yes_no(&at, k, take(k));
             Gate::Manager(ManagerView {
@@ -202,14 +203,15 @@ fn the_tables_cover_every_policy_kind_and_gate_type() {
         let gate = match r.gate {
             Gate::ElectionOff => "off",
             Gate::NoManager => "none",
+            Gate::ManagerRetrying => "retrying",
             Gate::Manager(_) => "manager",
         };
         combos.insert((r.policy, common::kind_name(r.kind), gate));
     }
-    // Manual runs are never gated, so one gate type each would do; the rest need all three.
+    // Manual runs are never gated, so one gate type each would do; the rest need every type.
     for policy in ClusterPolicy::ALL {
         for kind in ["scheduled", "reboot", "retry"] {
-            for gate in ["off", "none", "manager"] {
+            for gate in ["off", "none", "retrying", "manager"] {
                 assert!(
                     combos.contains(&(policy, kind, gate)),
                     "no row for policy={policy} kind={kind} gate={gate}"
