@@ -43,8 +43,15 @@ pub struct ClusterView {
 pub enum Election {
     /// No election: every node runs every job.
     Off,
+    /// Election is configured and the backend has not published its first view yet (gossip:
+    /// its first round has not completed; lease: its first store round has not). The node
+    /// knows nothing, so it does not act: Leader firings skip, Leader and PreferLeader
+    /// `@reboot` one-shots and retries defer, PreferLeader scheduled firings are held as in the
+    /// convergence hold (GSP-100), EveryNode runs. Never answered from an election-off view.
+    Starting,
     /// Election is configured, but the manager is not running (its listener or backend failed
-    /// to start). Leader jobs skip, PreferLeader jobs run.
+    /// to start) and its start is being retried. Leader jobs skip (retries and `@reboot`
+    /// one-shots wait for the manager), PreferLeader jobs run.
     NoManager {
         /// Why the manager is absent, for `/cluster` and logs.
         reason: String,
@@ -143,11 +150,41 @@ impl ClusterView {
         }
     }
 
+    /// The view of a node whose configured backend has not published its first view:
+    /// [`Election::Starting`], with `status` as `GET /cluster` shows it meanwhile.
+    pub fn starting(node_name: impl Into<String>, status: ClusterStatus) -> Self {
+        Self {
+            node_name: node_name.into(),
+            election: Election::Starting,
+            status: Arc::new(status),
+        }
+    }
+
+    /// The manager's state as `GET /cluster` shows it in `manager`: `starting` before the
+    /// backend's first view, `retrying` while its start fails and is retried, `running` once it
+    /// publishes views; `None` with election off (the seed's body stays as it is).
+    pub fn manager_state(&self) -> Option<&'static str> {
+        match &self.election {
+            Election::Off => None,
+            Election::Starting => Some("starting"),
+            Election::NoManager { .. } => Some("retrying"),
+            Election::Managed(_) => Some("running"),
+        }
+    }
+
     /// The decision gate for one job at `now`, resolved from this view.
     pub fn gate_for(&self, job: &str, now: Instant) -> Gate {
         match &self.election {
             Election::Off => Gate::ElectionOff,
-            Election::NoManager { .. } => Gate::NoManager,
+            // The coordinator's own manager retries its start, so a deferrable firing waits.
+            Election::NoManager { .. } => Gate::ManagerRetrying,
+            // Nothing is known yet: a blank, converging, non-quorate view whose @reboot record
+            // is unknown, which the table turns into exactly the fail-closed answers above.
+            Election::Starting => Gate::Manager(ManagerView {
+                converging: true,
+                reboot_ran_unknown: true,
+                ..ManagerView::default()
+            }),
             Election::Managed(view) => {
                 let me = self.node_name.as_str();
                 let quorate = view.quorate_at(now);
@@ -193,6 +230,10 @@ impl ClusterView {
     pub fn owner_of(&self, job: &str, policy: ClusterPolicy, now: Instant) -> Option<String> {
         match &self.election {
             Election::Off | Election::NoManager { .. } => Some(self.node_name.clone()),
+            Election::Starting if policy == ClusterPolicy::EveryNode => {
+                Some(self.node_name.clone())
+            }
+            Election::Starting => None,
             Election::Managed(_) if policy == ClusterPolicy::EveryNode => {
                 Some(self.node_name.clone())
             }
@@ -281,6 +322,11 @@ pub trait ClusterBackend: Send + 'static {
     /// The backend's name as it appears on `GET /cluster` (`gossip`, `etcd`, …).
     fn name(&self) -> &'static str;
 
+    /// What the node shows and answers from before `run` publishes its first view. A backend
+    /// that elects returns [`ClusterView::starting`]: a node that does not know yet must not
+    /// act, so this is never an election-off view unless election really is off.
+    fn initial_view(&self) -> ClusterView;
+
     /// Drives the backend until shutdown.
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
@@ -303,6 +349,10 @@ impl ElectionOffBackend {
 impl ClusterBackend for ElectionOffBackend {
     fn name(&self) -> &'static str {
         "none"
+    }
+
+    fn initial_view(&self) -> ClusterView {
+        ClusterView::election_off(self.node_name.clone())
     }
 
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -343,7 +393,34 @@ mod tests {
             },
             status: Arc::default(),
         };
-        assert_eq!(v.gate_for("j", Instant::now()), Gate::NoManager);
+        assert_eq!(v.gate_for("j", Instant::now()), Gate::ManagerRetrying);
+    }
+
+    #[test]
+    fn a_starting_node_acts_on_nothing_but_every_node_jobs() {
+        use cronstable_core::{FiringKind, Reason, Verdict, decide};
+        let v = ClusterView::starting("a", ClusterStatus::Disabled);
+        let gate = v.gate_for("j", Instant::now());
+        let d = |policy, kind| decide(policy, kind, gate);
+        use ClusterPolicy::{EveryNode, Leader, PreferLeader};
+        let retry = FiringKind::Retry { attempt: 2 };
+        assert_eq!(d(Leader, FiringKind::Scheduled).verdict, Verdict::Skip);
+        assert_eq!(d(Leader, FiringKind::Reboot).verdict, Verdict::Defer);
+        assert_eq!(d(Leader, retry).verdict, Verdict::Defer);
+        assert_eq!(
+            d(PreferLeader, FiringKind::Scheduled).reason,
+            Reason::ConvergenceHold
+        );
+        assert_eq!(
+            d(PreferLeader, FiringKind::Scheduled).verdict,
+            Verdict::Skip
+        );
+        assert_eq!(d(PreferLeader, FiringKind::Reboot).verdict, Verdict::Defer);
+        assert_eq!(d(PreferLeader, retry).verdict, Verdict::Defer);
+        assert_eq!(d(EveryNode, FiringKind::Scheduled).verdict, Verdict::Run);
+        assert_eq!(d(EveryNode, FiringKind::Reboot).verdict, Verdict::Run);
+        assert_eq!(v.owner_of("j", Leader, Instant::now()), None);
+        assert_eq!(v.fence(), None);
     }
 
     #[test]

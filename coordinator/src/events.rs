@@ -37,7 +37,7 @@ pub struct Role {
 pub fn role_at(view: &ClusterView, now: Instant) -> Option<Role> {
     match &view.election {
         Election::Off => None,
-        Election::NoManager { .. } => Some(Role::default()),
+        Election::NoManager { .. } | Election::Starting => Some(Role::default()),
         Election::Managed(m) => {
             let leader_name = m.leader_at(&view.node_name, now).map(str::to_owned);
             Some(Role {

@@ -56,7 +56,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
-use crate::cluster::{BackendContext, ClusterBackend, ClusterView, ElectionOffBackend};
+use crate::cluster::{BackendContext, ClusterBackend, ElectionOffBackend};
 use crate::config::Config;
 use crate::config::cluster::Backend;
 use crate::gossip::{GossipBackend, GossipSettings};
@@ -166,7 +166,9 @@ pub async fn run(
         )),
         None => None,
     };
-    let (view_tx, view_rx) = watch::channel(ClusterView::election_off(node_name.clone()));
+    // With a cluster section the node starts in Election::Starting, never election-off: until
+    // its backend publishes a first view it does not know enough to act.
+    let (view_tx, view_rx) = watch::channel(backend.initial_view());
     let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
     let handoffs = config
         .cluster

@@ -62,6 +62,7 @@ struct Inner {
     /// series' last encoding and the generation it was made at.
     scrape: Mutex<Option<(u64, Arc<str>)>>,
     enabled: IntGauge,
+    manager_up: IntGauge,
     quorate: IntGauge,
     is_leader: IntGauge,
     conflict: IntGaugeVec,
@@ -143,6 +144,12 @@ impl Metrics {
                 &r,
                 "cronstable_cluster_enabled",
                 "1 when a cluster section is configured, 0 when every node runs every job.",
+            ),
+            manager_up: gauge(
+                &r,
+                "cronstable_cluster_manager_up",
+                "1 when the cluster manager publishes views (or election is off); 0 while it is \
+                 starting or its start fails and is retried (GET /cluster `manager`).",
             ),
             quorate: gauge(
                 &r,
@@ -302,6 +309,9 @@ impl Metrics {
         m.conflict.reset();
         m.peers.reset();
         m.leader_info.reset();
+        m.manager_up.set(i64::from(
+            !enabled || cluster["manager"].as_str().is_none_or(|s| s == "running"),
+        ));
         if enabled {
             m.quorate.set(flag("quorate"));
             m.is_leader.set(flag("is_leader"));

@@ -9,9 +9,11 @@
 //! (its own `connectTimeout` bounds how stale that can be), so one slow peer never delays the
 //! others.
 //!
-//! A manager that cannot start (unreadable certificates, a port in use) publishes
-//! [`Election::NoManager`]: Leader jobs skip, PreferLeader jobs run, the coordinator keeps
-//! serving, and the start is retried every pass until it succeeds.
+//! Until its first round completes the node shows [`Election::Starting`] (it knows nothing yet,
+//! so it does not act). A manager that cannot start (unreadable certificates, a port in use)
+//! publishes [`Election::NoManager`]: Leader jobs skip (their retries and `@reboot` one-shots
+//! wait), PreferLeader jobs run, the coordinator keeps serving, and the start is retried every
+//! pass until it succeeds.
 //!
 //! Certificate rotation (ROT-01/02) swaps the TLS contexts in place: the gossip state is kept
 //! (it is not blank, so no convergence hold is needed), the listener uses the new context for
@@ -142,6 +144,20 @@ impl ClusterBackend for GossipBackend {
         "gossip"
     }
 
+    fn initial_view(&self) -> ClusterView {
+        // With electLeader off there is nothing to wait for: every node runs every job.
+        let election = if self.settings.elect_leader {
+            Election::Starting
+        } else {
+            Election::Off
+        };
+        self.pending_view(
+            election,
+            crate::jobs::JobSet::default().id.to_string(),
+            None,
+        )
+    }
+
     fn run(
         self: Box<Self>,
         ctx: BackendContext,
@@ -192,7 +208,8 @@ impl GossipBackend {
                         } else {
                             tracing::error!(
                                 "cluster: the gossip manager could not start: {reason}; Leader \
-                                 jobs skip and PreferLeader jobs run until it does"
+                                 jobs skip (their retries and @reboot one-shots wait) and \
+                                 PreferLeader jobs run until it does"
                             );
                         }
                         last_reason = reason.clone();
@@ -240,15 +257,31 @@ impl GossipBackend {
                 reason: reason.to_owned(),
             }
         };
+        let error = (!matches!(e, StartError::NoMesh) || !self.settings.peers.is_empty())
+            .then(|| reason.to_owned());
+        let job_set_id = ctx.job_set.borrow().id.to_string();
+        ctx.view
+            .send_replace(self.pending_view(election, job_set_id, error));
+    }
+
+    /// A view of this node with no round behind it: every peer `pending`, not quorate;
+    /// `converging` while it is starting; `manager_error` says why the manager is not running,
+    /// when it is not.
+    fn pending_view(
+        &self,
+        election: Election,
+        job_set_id: String,
+        manager_error: Option<String>,
+    ) -> ClusterView {
         let status = GossipStatus {
-            job_set_id: ctx.job_set.borrow().id.to_string(),
+            job_set_id,
             cluster_size: self.settings.peers.len() + 1,
             quorum: cronstable_core::quorum::quorum_size(self.settings.peers.len() + 1),
             elect_leader: self.settings.elect_leader,
             distribution: self.settings.distribution,
             observability: self.settings.observability,
-            manager_error: (!matches!(e, StartError::NoMesh) || !self.settings.peers.is_empty())
-                .then(|| reason.to_owned()),
+            converging: election == Election::Starting,
+            manager_error,
             peers: self
                 .settings
                 .peers
@@ -261,11 +294,11 @@ impl GossipBackend {
                 .collect(),
             ..Default::default()
         };
-        ctx.view.send_replace(ClusterView {
+        ClusterView {
             node_name: self.node_name.clone(),
             election,
             status: Arc::new(ClusterStatus::Gossip(Box::new(status))),
-        });
+        }
     }
 
     async fn run_mesh(self, mesh: Mesh, mut ctx: BackendContext) {

@@ -69,6 +69,13 @@ impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
         self.store.backend_name()
     }
 
+    fn initial_view(&self) -> ClusterView {
+        ClusterView::starting(
+            self.node_name.clone(),
+            ClusterStatus::Lease(Box::new(LeaseStatus::new(self.store.backend_name()))),
+        )
+    }
+
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(drive(self.store, self.reboot_store, self.node_name, ctx))
     }
@@ -245,34 +252,55 @@ async fn drive<S: LeaseStore>(
     let timing = store.timing();
     let backend = store.backend_name();
     let mut state = State::new(me.clone(), backend);
-    // A store that refuses to start (the filesystem lock-fidelity probe) leaves the manager
-    // unbuilt: Leader fails closed and PreferLeader runs, until the operator fixes it.
-    let prepared = tokio::select! {
-        biased;
-        () = &mut stop => return,
-        r = tokio::time::timeout(timing.round_timeout, store.prepare()) => r,
-    };
-    let refusal = match prepared {
-        Ok(Ok(())) => None,
-        Ok(Err(reason)) => Some(reason),
-        Err(_) => Some(format!(
-            "cluster.backend {backend}: the store did not answer within {:?} at start",
-            timing.round_timeout
-        )),
-    };
-    if let Some(reason) = refusal {
-        tracing::error!("{reason}");
+    // A store that cannot be prepared (the filesystem lock-fidelity probe fails, the directory
+    // or the API is not there yet, the probe times out) is retried with backoff until it can:
+    // meanwhile the manager is absent, so Leader fails closed (its retries and @reboot
+    // one-shots wait) and PreferLeader runs. One log line per change of reason; recovery needs
+    // no restart.
+    let mut backoff = PREPARE_RETRY_MIN;
+    let mut failing: Option<String> = None;
+    loop {
+        let prepared = tokio::select! {
+            biased;
+            () = &mut stop => return,
+            r = tokio::time::timeout(timing.round_timeout, store.prepare()) => r,
+        };
+        let reason = match prepared {
+            Ok(Ok(())) => break,
+            Ok(Err(reason)) => reason,
+            Err(_) => format!(
+                "cluster.backend {backend}: the store did not answer within {:?} at start",
+                timing.round_timeout
+            ),
+        };
+        if failing.as_deref() != Some(reason.as_str()) {
+            tracing::error!(
+                "{reason}; Leader jobs skip and PreferLeader jobs run until the store can be \
+                 used (retried with backoff up to {PREPARE_RETRY_MAX:?})"
+            );
+        }
         let mut status = LeaseStatus::new(backend);
         status.last_error = Some(reason.clone());
         tx.send_replace(ClusterView {
-            node_name: me,
-            election: Election::NoManager { reason },
+            node_name: me.clone(),
+            election: Election::NoManager {
+                reason: reason.clone(),
+            },
             status: Arc::new(ClusterStatus::Lease(Box::new(status))),
         });
-        stop.await;
-        return;
+        failing = Some(reason);
+        tokio::select! {
+            biased;
+            () = &mut stop => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(PREPARE_RETRY_MAX);
     }
-    tx.send_replace(state.publish(Instant::now()));
+    if failing.is_some() {
+        tracing::info!("cluster: the {backend} store can be used now; electing");
+    }
+    // No view is published before the first round has completed: until then the node stays
+    // Election::Starting and does not act.
 
     let mut next = Instant::now();
     loop {
@@ -359,6 +387,11 @@ async fn drive<S: LeaseStore>(
         ),
     }
 }
+
+/// The first wait before preparing the store again after it failed; doubled per failure.
+const PREPARE_RETRY_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+/// The longest wait between two attempts to prepare the store.
+const PREPARE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The least time left before the next round worth starting the @reboot records' store calls in.
 const MIN_RECORDS_SLOT: std::time::Duration = std::time::Duration::from_millis(20);

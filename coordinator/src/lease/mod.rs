@@ -110,9 +110,10 @@ pub trait LeaseStore: Send + 'static {
     /// The timing this store was configured with.
     fn timing(&self) -> LeaseTiming;
 
-    /// Checks, once before the first round, that the store can elect at all (the filesystem
+    /// Checks, before the first round, that the store can elect at all (the filesystem
     /// lock-fidelity probe). An `Err` is the operator-facing reason, logged at ERROR and published
-    /// as [`crate::cluster::Election::NoManager`].
+    /// as [`crate::cluster::Election::NoManager`]; the driver calls it again with backoff until
+    /// it succeeds, so it must be safe to repeat.
     fn prepare(&mut self) -> impl Future<Output = Result<(), String>> + Send {
         async { Ok(()) }
     }

@@ -51,7 +51,7 @@ fn view_facts(state: &WebState, set: &JobSet) -> ViewFacts {
     let view = state.core.view.borrow();
     let (election, spread) = match &view.election {
         Election::Off => (false, false),
-        Election::NoManager { .. } => (true, false),
+        Election::NoManager { .. } | Election::Starting => (true, false),
         Election::Managed(m) => (true, m.spread),
     };
     let now = tokio::time::Instant::now();

@@ -82,11 +82,19 @@ async fn cluster(State(state): State<WebState>) -> Json<serde_json::Value> {
 }
 
 fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
-    let (status, node) = {
+    let (status, node, manager) = {
         let view = state.view.borrow();
-        (view.status.clone(), view.node_name.clone())
+        (
+            view.status.clone(),
+            view.node_name.clone(),
+            view.manager_state(),
+        )
     };
-    status.to_json(&node)
+    let mut body = status.to_json(&node);
+    if let (Some(manager), serde_json::Value::Object(map)) = (manager, &mut body) {
+        map.insert("manager".into(), manager.into());
+    }
+    body
 }
 
 /// `GET /metrics`: the Prometheus text exposition.
