@@ -4,15 +4,27 @@
 //! shim stops on: the caller applies the seed's "no manager" row (Leader skips, PreferLeader and
 //! EveryNode run), so a dead coordinator never wedges the shim.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use cronstable_core::{FiringKind, JobSpec, Reason, Verdict};
+use cronstable_core::{ClusterPolicy, FiringKind, JobSpec, Reason, Verdict};
 use cronstable_proto::convert::{job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire};
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;
 use hyper_util::rt::TokioIo;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Code, Status};
+
+/// What the coordinator answered to a registration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Registration {
+    /// The job-set ID the coordinator computed.
+    pub job_set_id: String,
+    /// Each job's effective policy. It differs from the requested one where the coordinator
+    /// overrides it: with election off every job comes back EveryNode.
+    pub effective: Arc<BTreeMap<String, ClusterPolicy>>,
+}
 
 /// The client deadline of a `Handoff` call: the coordinator's 3 s store write, plus 1 s.
 pub const HANDOFF_DEADLINE: Duration = Duration::from_secs(4);
@@ -185,14 +197,29 @@ impl Coordinator {
     }
 
     /// Registers the whole job set; returns the coordinator's job-set ID.
-    pub async fn register(&self, jobs: &[JobSpec]) -> Result<String, CallError> {
+    pub async fn register(&self, jobs: &[JobSpec]) -> Result<Registration, CallError> {
         let req = pb::RegisterJobsRequest {
             executor_id: self.executor_id.clone(),
             jobs: jobs.iter().map(job_to_wire).collect(),
         };
         let mut c = self.client.clone();
         let r = self.bounded(c.register_jobs(self.request(req))).await?;
-        Ok(r.job_set_id)
+        let effective = r
+            .jobs
+            .iter()
+            .filter_map(|j| {
+                let policy = cronstable_proto::convert::policy_from_wire(
+                    j.effective_policy,
+                    "effective_policy",
+                )
+                .ok()?;
+                Some((j.name.clone(), policy))
+            })
+            .collect();
+        Ok(Registration {
+            job_set_id: r.job_set_id,
+            effective: Arc::new(effective),
+        })
     }
 
     /// Asks whether to run one firing; batched with the questions other firings ask at the

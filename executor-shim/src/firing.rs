@@ -59,6 +59,12 @@ pub struct FiringContext {
     /// [`crate::one_shot`]): a coordinator still holding a previous registration would decide
     /// it under the old job set, whose "already ran" record does not apply to the new one.
     pub registered: Arc<watch::Sender<Option<JobSetId>>>,
+    /// Each job's effective policy as the coordinator last answered a registration. When the
+    /// coordinator cannot be reached, a job it had said runs everywhere (election off: every
+    /// job comes back EveryNode) still runs, instead of a Leader job skipping because its
+    /// sidecar restarted. Empty until the first registration: then the job's own policy
+    /// applies, failing closed.
+    pub effective: Arc<watch::Sender<Arc<BTreeMap<String, ClusterPolicy>>>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -114,9 +120,10 @@ impl FiringContext {
                 .iter()
                 .map(|j| (*j.spec).clone())
                 .collect();
-            if self.coordinator.register(&specs).await.is_ok() {
+            if let Ok(registration) = self.coordinator.register(&specs).await {
                 self.registered
                     .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
+                self.effective.send_replace(registration.effective);
                 self.reregister.notify_one();
                 answer = ask().await;
             }
@@ -147,17 +154,23 @@ impl FiringContext {
                 local: false,
             },
             Err(e) => {
-                let local = decide(job.cluster_policy, kind, Gate::NoManager);
+                let gate = local_gate(&self.effective.borrow(), job);
+                let local = decide(job.cluster_policy, kind, gate);
                 let what = if e.is_unreachable() {
                     "no answer from the coordinator"
                 } else {
                     "the coordinator refused the question"
                 };
+                let rule = if gate == Gate::ElectionOff {
+                    "it last said election is off, so the job runs here"
+                } else {
+                    "applying the no-manager rule"
+                };
                 tracing::warn!(
                     job = job.name,
                     error = %e,
                     verdict = local.verdict.as_str(),
-                    "{what}; applying the no-manager rule"
+                    "{what}; {rule}"
                 );
                 Gated {
                     verdict: local.verdict,
@@ -196,6 +209,19 @@ impl FiringContext {
         {
             tracing::debug!(job, error = %e, "could not report a skip");
         }
+    }
+}
+
+/// The gate the shim applies by itself when its coordinator gives no answer: election off when
+/// the coordinator's last registration answer made `job` EveryNode although the job asks for
+/// more (it had no cluster section, so every node runs every job, MAP-05's exception), else
+/// the seed's "no manager" row.
+pub(crate) fn local_gate(effective: &BTreeMap<String, ClusterPolicy>, job: &JobSpec) -> Gate {
+    match effective.get(&job.name) {
+        Some(ClusterPolicy::EveryNode) if job.cluster_policy != ClusterPolicy::EveryNode => {
+            Gate::ElectionOff
+        }
+        _ => Gate::NoManager,
     }
 }
 
@@ -574,5 +600,29 @@ mod tests {
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
+    }
+
+    #[test]
+    fn the_local_gate_remembers_election_off_and_otherwise_fails_closed() {
+        let mut job = JobSpec::new("charge", "* * * * *", "true");
+        job.cluster_policy = ClusterPolicy::Leader;
+        let mut effective = BTreeMap::new();
+        // Never registered: the job's own policy, no manager.
+        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
+        // The coordinator had election on: still no manager.
+        effective.insert("charge".to_owned(), ClusterPolicy::Leader);
+        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
+        // It had election off: the job runs while it cannot be reached.
+        effective.insert("charge".to_owned(), ClusterPolicy::EveryNode);
+        assert_eq!(local_gate(&effective, &job), Gate::ElectionOff);
+        let d = decide(
+            job.cluster_policy,
+            FiringKind::Scheduled,
+            local_gate(&effective, &job),
+        );
+        assert_eq!(d.verdict, Verdict::Run);
+        // A job that is EveryNode itself needs no memory.
+        job.cluster_policy = ClusterPolicy::EveryNode;
+        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
     }
 }

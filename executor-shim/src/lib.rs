@@ -134,6 +134,7 @@ pub async fn run(
         jobs: jobs_rx.clone(),
         wakeups: wakeups::DeferredWakeups::new(),
         registered: Arc::new(watch::channel(None).0),
+        effective: Arc::new(watch::channel(Arc::default()).0),
     };
     tracing::info!(
         source = %config.source.path().display(),

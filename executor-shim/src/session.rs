@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cronstable_core::fingerprint::job_set_id;
-use cronstable_core::{FiringKind, JobSpec};
+use cronstable_core::{ClusterPolicy, FiringKind, JobSpec};
 use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
 
@@ -22,6 +22,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<LoadedJob>>>) {
     let mut backoff = BACKOFF_START;
     let mut stopping = ctx.stopping.clone();
+    let mut was_election_off = false;
     loop {
         if *stopping.borrow() {
             return;
@@ -32,12 +33,24 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
             .map(|j| (*j.spec).clone())
             .collect();
         match ctx.coordinator.register(&specs).await {
-            Ok(id) => {
+            Ok(registration) => {
                 tracing::info!(
                     jobs = specs.len(),
-                    job_set_id = id,
+                    job_set_id = registration.job_set_id,
                     "registered with the coordinator"
                 );
+                let election_off = specs.iter().any(|s| {
+                    s.cluster_policy != ClusterPolicy::EveryNode
+                        && registration.effective.get(&s.name) == Some(&ClusterPolicy::EveryNode)
+                });
+                if election_off != was_election_off {
+                    tracing::info!(
+                        election_off,
+                        "the coordinator's election mode, remembered for when it cannot be reached"
+                    );
+                    was_election_off = election_off;
+                }
+                ctx.effective.send_replace(registration.effective);
                 // The shim's own fingerprint of what it registered, compared with its current
                 // job set before an @reboot one-shot is asked about (crate::one_shot).
                 ctx.registered.send_replace(Some(job_set_id(&specs)));
