@@ -85,12 +85,26 @@ pub struct Etcd {
 impl Etcd {
     /// Starts it and waits until `etcdctl endpoint health` passes.
     pub fn start() -> Etcd {
-        let mut e = Etcd {
+        let mut e = Self::planned();
+        e.launch();
+        e
+    }
+
+    /// Its ports and data directory, not started yet: coordinators can be pointed at
+    /// [`Self::endpoint`] before etcd is up, then [`Self::launch`] starts it.
+    pub fn planned() -> Etcd {
+        Etcd {
             dir: tempfile::tempdir().unwrap(),
             port: free_port(),
             peer: free_port(),
             child: None,
-        };
+        }
+    }
+
+    /// Starts a planned etcd and waits until `etcdctl endpoint health` passes.
+    pub fn launch(&mut self) {
+        assert!(self.child.is_none(), "etcd is already running");
+        let e = self;
         let peer = format!("http://127.0.0.1:{}", e.peer);
         let child = Command::new("etcd")
             .args(["--name", "t", "--data-dir"])
@@ -117,7 +131,7 @@ impl Etcd {
                 .status()
                 .is_ok_and(|s| s.success());
             if healthy {
-                return e;
+                return;
             }
             assert!(
                 start.elapsed() < crate::PATIENCE,
