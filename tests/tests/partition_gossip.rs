@@ -1,5 +1,5 @@
 //! Seed 003's partition test on the gossip, etcd and filesystem backends, short enough for CI
-//! (about 7 to 8 minutes each; the three run concurrently in distinct labs): five hosts in
+//! (7 to 9 minutes each; the three run concurrently in distinct labs): five hosts in
 //! network namespaces, a seeded random workload with a Leader `@reboot` job, one cycle of every
 //! nemesis, then the schedule checker over the hosts' run logs (issue 7).
 //!
