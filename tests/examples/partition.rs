@@ -1,5 +1,7 @@
 //! The long partition run (issue 7): the same harness as `tests/partition_gossip.rs`, with more
-//! jobs and as many nemesis cycles as fit in the given minutes. Needs root (network
+//! jobs and as many nemesis cycles as fit in the given minutes. Each cycle restarts every node
+//! while cut off (the leader first), one node (a different one each cycle) while its peers or
+//! the store answer nothing, and all five in a rolling restart. Needs root (network
 //! namespaces).
 //!
 //! Run: `cargo run --release -p cronstable-tests --example partition -- [MINUTES] [SEED] [gossip|etcd|filesystem]`
@@ -9,7 +11,6 @@
 use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
-use cronstable_core::checker::Validity;
 use cronstable_tests::partition::{HarnessBackend, RunPlan, artefact_dir, run};
 
 fn main() -> std::process::ExitCode {
@@ -26,11 +27,27 @@ fn main() -> std::process::ExitCode {
         _ => HarnessBackend::Gossip,
     };
     let (hold, rest) = (Duration::from_secs(30), Duration::from_secs(20));
-    // One cycle: four rests, three partitions and a kill of half a hold.
-    let cycle = rest * 4 + hold * 3 + hold / 2;
+    let (isolated_hold, slow_hold) = (Duration::from_secs(30), Duration::from_secs(15));
+    // One cycle: four rests, three partitions and a kill of half a hold; the store faults
+    // (a rest and a hold each: one on etcd, two on filesystem); five isolated restarts, a slow
+    // start and a rolling restart (about 40 s), each after a rest.
+    let store_faults = match backend {
+        HarnessBackend::Gossip => 0,
+        HarnessBackend::Etcd => 1,
+        HarnessBackend::Filesystem => 2,
+    };
+    let cycle = rest * 4
+        + hold * 3
+        + hold / 2
+        + (rest + hold) * store_faults
+        + (rest + isolated_hold) * 5
+        + rest
+        + slow_hold
+        + rest
+        + Duration::from_secs(40);
     let cycles = ((minutes * 60 / cycle.as_secs()).max(1)) as usize;
     let title = format!("{backend:?}-long-{seed}").to_lowercase();
-    let report = run(&RunPlan {
+    let result = run(&RunPlan {
         backend,
         lab: 75,
         seed,
@@ -40,7 +57,11 @@ fn main() -> std::process::ExitCode {
         rest,
         stabilise: Duration::from_secs(60),
         title: title.clone(),
+        isolated_restarts: 5,
+        isolated_hold,
+        slow_hold,
     });
+    let report = &result.report;
     let out = artefact_dir();
     println!("{}", serde_json::to_string_pretty(&report.summary).unwrap());
     println!(
@@ -71,10 +92,17 @@ fn main() -> std::process::ExitCode {
             jobs.len()
         );
     }
-    println!("report: {}/{title}.json and .svg", out.display());
-    if report.valid == Validity::Invalid {
-        std::process::ExitCode::FAILURE
-    } else {
+    let failures = result.failures();
+    for f in &failures {
+        println!("FAILED: {f}");
+    }
+    println!(
+        "report: {}/{title}.json and .svg, process logs in {title}-logs/",
+        out.display()
+    );
+    if failures.is_empty() {
         std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }

@@ -59,6 +59,8 @@ pub struct ClusterPlan {
     pub extra: String,
     /// `cluster.interval`.
     pub interval: &'static str,
+    /// `cluster.connectTimeout`.
+    pub connect_timeout: &'static str,
     /// Node addresses instead of `127.0.<subnet>.<10 + i>` (the netns lab's), with fixed ports
     /// (each namespace has its own port space) and the HTTP API on all interfaces.
     pub hosts: Option<Vec<String>>,
@@ -72,6 +74,7 @@ impl ClusterPlan {
             subnet,
             extra: String::new(),
             interval: "1s",
+            connect_timeout: "1s",
             hosts: None,
         }
     }
@@ -145,7 +148,7 @@ impl ClusterFiles {
 pub fn write_config(node: &NodeSpec, peers: &str, plan: &ClusterPlan) {
     let yaml = format!(
         "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: {web_ip}:{web}\ncluster:\n  \
-         nodeName: {name}\n  electLeader: true\n  interval: {interval}\n  connectTimeout: 1s\n  \
+         nodeName: {name}\n  electLeader: true\n  interval: {interval}\n  connectTimeout: {connect_timeout}\n  \
          listen: \"{ip}:{port}\"\n  tls:\n    ca: {ca}\n    cert: {cert}\n    key: {key}\n  \
          peers:\n{peers}{extra}",
         api = node.api_port,
@@ -157,6 +160,7 @@ pub fn write_config(node: &NodeSpec, peers: &str, plan: &ClusterPlan) {
         },
         name = node.name,
         interval = plan.interval,
+        connect_timeout = plan.connect_timeout,
         ip = node.ip,
         port = node.peer_port,
         ca = node.tls.ca.display(),

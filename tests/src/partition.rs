@@ -12,6 +12,12 @@
 //! topology change for gossip Leader double runs (GSP-121) and the moments after the PreferLeader
 //! owner is killed (its peers still defer to it until their next poll), and a killed node's own
 //! EveryNode targets.
+//!
+//! The lifecycle nemeses ([`lifecycle`]) restart nodes: cut off from the network (and, on
+//! filesystem, from the store), while every peer or the store is frozen, and one after another
+//! as a deploy does. Every workload carries a Leader `@reboot` job ([`REBOOT_JOB`]), judged by
+//! the checker's reboot-once verdict, and the checker also judges Leader liveness between faults
+//! and that no node started cut off from a quorum starts a Leader run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,12 +25,15 @@ use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::ClusterPolicy;
-use cronstable_core::checker::{self, Ack, CheckInput, CheckJob, CheckReport, Exemption, Period};
+use cronstable_core::checker::{
+    self, Ack, CheckInput, CheckJob, CheckReport, CutOff, Exemption, Lifecycle, OneShot, Period,
+};
 
 use crate::gossip::{ClusterFiles, ClusterPlan, cluster};
 use crate::netns::Lab;
 use crate::{Coordinator, Proc, binary, wait_for_state};
 
+mod lifecycle;
 mod nemesis;
 pub use nemesis::nemesis_schedule;
 
@@ -97,9 +106,16 @@ pub fn generate(rng: &mut Rng, n: usize) -> Vec<GenJob> {
         .collect()
 }
 
+/// The Leader `@reboot` job every workload carries (its command is the same recorder).
+pub const REBOOT_JOB: &str = "boot";
+
 fn crontab(jobs: &[GenJob], recorder: &Path) -> String {
-    jobs.iter()
-        .map(|j| {
+    let boot = format!(
+        "# cronstable: name={REBOOT_JOB} clusterPolicy=Leader\n@reboot {} 0\n",
+        recorder.display()
+    );
+    std::iter::once(boot)
+        .chain(jobs.iter().map(|j| {
             format!(
                 "# cronstable: name={} clusterPolicy={} seconds=true\n{}-59/{} * * * * * {} {}\n",
                 j.name,
@@ -109,7 +125,7 @@ fn crontab(jobs: &[GenJob], recorder: &Path) -> String {
                 recorder.display(),
                 j.duration_s
             )
-        })
+        }))
         .collect()
 }
 
@@ -133,6 +149,8 @@ pub struct RunTimes {
     pub test_start: i64,
     /// The final heal (no-wedge counts from here plus the recovery bound).
     pub final_heal: i64,
+    /// Whether a quorum formed (the Leader `@reboot` must then have run exactly once).
+    pub quorum_formed: bool,
 }
 
 /// Which backend the cluster elects through.
@@ -172,6 +190,17 @@ pub struct Bench {
     pub backend: HarnessBackend,
     /// etcd members (killed on drop, before the lab goes).
     etcd: Vec<std::process::Child>,
+    /// Nodes started cut off from any quorum, until let back (no Leader run may start there).
+    pub cut_off: Vec<CutOff>,
+    /// Restarted nodes that did not rejoin their cluster in time, with what `/cluster` showed.
+    pub rejoin_failures: Vec<String>,
+    /// How many jobs every shim registers (the workload plus the `@reboot` job).
+    registered: usize,
+    /// Where each stopped process's captured log is written (the shim's `run started` lines
+    /// carry the reason each run was allowed, e.g. `election_off`); `None` keeps none.
+    pub log_dir: Option<PathBuf>,
+    /// Processes started so far per host, numbering the saved logs.
+    generation: Vec<usize>,
     /// The lab. Fields drop in order, so it goes after the processes in `hosts`.
     pub lab: Lab,
 }
@@ -191,6 +220,9 @@ impl Bench {
         let lab = Lab::new(id, 5);
         let mut plan = ClusterPlan::new(5, 0);
         plan.hosts = Some(lab.hosts.iter().map(|h| h.ip.clone()).collect());
+        // Longer than the 1 s interval, so a round against peers that accept TCP but never
+        // answer TLS outlasts the interval (the slow-peers nemesis); every node alike.
+        plan.connect_timeout = "3s";
         let files = ClusterFiles::write(dir, &plan);
         let mut etcd = Vec::new();
         if backend == HarnessBackend::Filesystem {
@@ -249,6 +281,11 @@ impl Bench {
             interval_ms: 1_000,
             backend,
             etcd,
+            cut_off: Vec::new(),
+            rejoin_failures: Vec::new(),
+            registered: jobs.len() + 1,
+            log_dir: None,
+            generation: vec![0; 5],
         };
         for i in 0..5 {
             let host = bench.start_host(i);
@@ -258,13 +295,14 @@ impl Bench {
     }
 
     fn start_host(&self, i: usize) -> Host {
+        self.start_host_in(i, self.lab.command(i, &binary("cronstable")))
+    }
+
+    /// Starts host `i`'s coordinator with `cmd` (the binary behind `ip netns exec`, possibly
+    /// behind a further wrapper), then its shim.
+    fn start_host_in(&self, i: usize, cmd: Command) -> Host {
         let n = &self.files.nodes[i];
-        let mut c = Coordinator::start_in(
-            self.lab.command(i, &binary("cronstable")),
-            n.config.clone(),
-            n.api(),
-            n.web(),
-        );
+        let mut c = Coordinator::start_in(cmd, n.config.clone(), n.api(), n.web());
         c.proc.name = format!("coordinator {}", n.name);
         let mut cmd = self.lab.command(i, &binary("cronstable-shim"));
         cmd.arg("--crontab")
@@ -290,9 +328,10 @@ impl Bench {
         self.files.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
-    /// Waits until every coordinator attests the same job set with every peer agreed and `n1`
-    /// leading; returns that moment (the acknowledgement).
-    pub fn wait_converged(&self, jobs: usize) -> i64 {
+    /// Waits until every coordinator attests the same job set (the workload and the `@reboot`
+    /// job) with every peer agreed and `n1` leading; returns that moment (the acknowledgement).
+    pub fn wait_converged(&self) -> i64 {
+        let jobs = self.registered;
         wait_for_state("all five agree and n1 leads", || {
             for h in &self.hosts {
                 let c = h.coordinator.as_ref().ok_or("a host is down")?;
@@ -351,10 +390,8 @@ impl Bench {
         });
     }
 
-    /// SIGKILLs host `i`'s coordinator and shim, waits `down`, restarts both.
-    pub fn kill(&mut self, i: usize, down: Duration) {
-        let name = self.files.nodes[i].name.clone();
-        let from = now_ms();
+    /// Sends `sig` to host `i`'s coordinator and shim and waits until both exited.
+    fn stop_host(&mut self, i: usize, sig: i32) {
         let host = &mut self.hosts[i];
         for p in [
             host.coordinator.as_ref().map(|c| &c.proc),
@@ -363,16 +400,66 @@ impl Bench {
         .into_iter()
         .flatten()
         {
-            p.signal(9);
+            p.signal(sig);
         }
+        if let Some(c) = host.coordinator.as_mut() {
+            c.proc.wait_exit();
+        }
+        if let Some(s) = host.shim.as_mut() {
+            s.wait_exit();
+        }
+        self.save_logs(i);
+        let host = &mut self.hosts[i];
         host.coordinator = None;
         host.shim = None;
+    }
+
+    /// Writes host `i`'s current coordinator and shim logs to [`Self::log_dir`], one file per
+    /// process start (`<node>-<k>-coordinator.log`, `<node>-<k>-shim.log`).
+    pub fn save_logs(&mut self, i: usize) {
+        let Some(dir) = &self.log_dir else { return };
+        std::fs::create_dir_all(dir).unwrap();
+        let name = &self.files.nodes[i].name;
+        let k = self.generation[i];
+        let host = &self.hosts[i];
+        if let Some(c) = &host.coordinator {
+            std::fs::write(
+                dir.join(format!("{name}-{k}-coordinator.log")),
+                c.proc.log(),
+            )
+            .unwrap();
+        }
+        if let Some(s) = &host.shim {
+            std::fs::write(dir.join(format!("{name}-{k}-shim.log")), s.log()).unwrap();
+        }
+        self.generation[i] += 1;
+    }
+
+    /// SIGKILLs host `i`'s coordinator and shim, waits `down`, restarts both.
+    pub fn kill(&mut self, i: usize, down: Duration) {
+        let name = self.files.nodes[i].name.clone();
+        let from = now_ms();
+        self.stop_host(i, 9);
         std::thread::sleep(down);
         let restarted = self.start_host(i);
         self.hosts[i] = restarted;
         let to = now_ms();
         self.around_change(from);
         self.around_change(to);
+        self.note_restart(i, from, to);
+        println!("nemesis: kill -9 {name} for {} s", down.as_secs());
+        self.nemesis.push(Period {
+            from,
+            to,
+            label: format!("kill {name}"),
+        });
+    }
+
+    /// The exemptions every restart of host `i` brings (stopped at `from`, started at `to`),
+    /// apart from Leader's topology-change windows, which depend on whether it restarted
+    /// connected.
+    fn note_restart(&mut self, i: usize, from: i64, to: i64) {
+        let name = self.files.nodes[i].name.clone();
         // Its peers defer PreferLeader firings to it until they notice it is gone: gossip at
         // their next poll, etcd once its lease expires.
         let notice = match self.backend {
@@ -402,12 +489,6 @@ impl Bench {
             node: None,
             reason: "GSP-100: a fresh manager's convergence hold".into(),
         });
-        println!("nemesis: kill -9 {name} for {} s", down.as_secs());
-        self.nemesis.push(Period {
-            from,
-            to,
-            label: format!("kill {name}"),
-        });
     }
 
     /// Reads every host's log and checks it; writes the JSON report and the SVG to `out`.
@@ -417,6 +498,7 @@ impl Bench {
             head_start_ms,
             test_start,
             final_heal,
+            quorum_formed,
         } = *run;
         let read_time = now_ms();
         let nodes = self.names();
@@ -475,7 +557,21 @@ impl Bench {
             recovery_bound_ms: 10_000,
             errors,
         };
-        let report = checker::check(&input);
+        // Liveness between faults: two intervals after a heal on gossip; on a lease backend a
+        // lost holder's lease must first expire, ttl + 2 s (the README's takeover bound).
+        let grace = match self.backend {
+            HarnessBackend::Gossip => 2 * self.interval_ms,
+            HarnessBackend::Etcd | HarnessBackend::Filesystem => ETCD_TTL_S * 1000 + 2_000,
+        };
+        let lifecycle = Lifecycle {
+            one_shots: vec![OneShot {
+                name: REBOOT_JOB.into(),
+                quorum_formed,
+            }],
+            liveness_grace_ms: Some(grace),
+            cut_off: self.cut_off.clone(),
+        };
+        let report = checker::check_with(&input, &lifecycle);
         std::fs::create_dir_all(out).unwrap();
         std::fs::write(
             out.join(format!("{title}.json")),
@@ -560,10 +656,17 @@ pub struct RunPlan {
     pub stabilise: Duration,
     /// The artefacts' name, `<title>.json` and `<title>.svg` under `target/partition/`.
     pub title: String,
+    /// Per cycle, how many nodes are restarted while cut off (the leader first, then the others
+    /// in order; 5 is every node).
+    pub isolated_restarts: usize,
+    /// How long a node restarted cut off stays cut off.
+    pub isolated_hold: Duration,
+    /// How long the peers (or the store) stay frozen around a slow-start restart.
+    pub slow_hold: Duration,
 }
 
 /// Runs `plan` from start to the checked report. The artefacts go to `target/partition/`.
-pub fn run(plan: &RunPlan) -> CheckReport {
+pub fn run(plan: &RunPlan) -> RunResult {
     let mut rng = Rng::new(plan.seed);
     let jobs = generate(&mut rng, plan.jobs);
     for j in &jobs {
@@ -572,23 +675,182 @@ pub fn run(plan: &RunPlan) -> CheckReport {
     let dir = tempfile::tempdir().unwrap();
     let test_start = now_ms();
     let mut bench = Bench::start(plan.lab, dir.path(), &jobs, plan.backend);
-    let ack = bench.wait_converged(jobs.len());
-    let final_heal = nemesis_schedule(&mut bench, plan.cycles, plan.hold, plan.rest);
+    let logs = artefact_dir().join(format!("{}-logs", plan.title));
+    let _ = std::fs::remove_dir_all(&logs);
+    bench.log_dir = Some(logs);
+    let ack = bench.wait_converged();
+    let final_heal = nemesis_schedule(&mut bench, plan);
     std::thread::sleep(plan.stabilise);
-    bench.check(
+    let report = bench.check(
         &jobs,
         &RunTimes {
             ack,
             head_start_ms: 10_000,
             test_start,
             final_heal,
+            // wait_converged saw every node agree (or quorate) under one leader.
+            quorum_formed: true,
         },
         &artefact_dir(),
         &plan.title,
-    )
+    );
+    for i in 0..5 {
+        bench.save_logs(i);
+    }
+    RunResult {
+        report,
+        rejoin_failures: bench.rejoin_failures.clone(),
+    }
+}
+
+/// What a run found: the checker's report and the harness's own observations.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The checker's report.
+    pub report: CheckReport,
+    /// Restarted nodes that did not rejoin their cluster in time (a node left without a
+    /// manager, for one), with what `/cluster` showed.
+    pub rejoin_failures: Vec<String>,
 }
 
 /// Where runs write their JSON and SVG.
 pub fn artefact_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/partition")
+}
+
+impl RunResult {
+    /// One line per verdict that did not hold (an `unknown` counts: each one is asked for and
+    /// must have had something to judge), naming the offending targets and runs, then the
+    /// rejoin failures. Empty when the run passed.
+    pub fn failures(&self) -> Vec<String> {
+        use checker::Validity;
+        let r = &self.report;
+        let v = r.verdicts;
+        let jobs = |pick: &dyn Fn(&checker::JobReport) -> Option<String>| -> String {
+            r.jobs
+                .iter()
+                .filter_map(|(n, j)| pick(j).map(|d| format!("{n} ({:?}): {d}", j.job.policy)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let mut out = Vec::new();
+        let mut fail = |name: &str, got: Validity, detail: String| {
+            if got != Validity::Valid {
+                out.push(format!("{name} = {got:?}: {detail}"));
+            }
+        };
+        let at = |t: i64| format!("+{:.1}s", (t - r.test_start) as f64 / 1000.0);
+        fail(
+            "at-least-once",
+            v.at_least_once,
+            jobs(&|j| {
+                (j.job.policy != ClusterPolicy::Leader && !j.missed.is_empty()).then(|| {
+                    let m: Vec<String> = j
+                        .missed
+                        .iter()
+                        .map(|&i| {
+                            let t = &j.targets[i];
+                            format!("{}{}", at(t.start), t.node.as_deref().unwrap_or(""))
+                        })
+                        .collect();
+                    format!("missed {}", m.join(" "))
+                })
+            }),
+        );
+        fail(
+            "at-most-once",
+            v.at_most_once,
+            jobs(&|j| {
+                (j.double_runs > 0).then(|| {
+                    let w: Vec<String> = j
+                        .targets
+                        .iter()
+                        .filter(|t| t.started_in_window > 1 && t.exempt.is_none())
+                        .map(|t| format!("{}x{}", at(t.start), t.started_in_window))
+                        .collect();
+                    format!("{} extra runs in windows {}", j.double_runs, w.join(" "))
+                })
+            }),
+        );
+        fail(
+            "no-concurrency",
+            v.no_concurrency,
+            jobs(&|j| (j.concurrent_runs > 0).then(|| format!("{} overlaps", j.concurrent_runs))),
+        );
+        fail(
+            "no-stray",
+            v.no_stray,
+            jobs(&|j| {
+                (!j.stray.is_empty()).then(|| {
+                    let s: Vec<String> = j
+                        .stray
+                        .iter()
+                        .map(|x| format!("{}@{}", x.node, at(x.start)))
+                        .collect();
+                    format!("stray {}", s.join(" "))
+                })
+            }),
+        );
+        fail(
+            "no-wedge",
+            v.no_wedge,
+            "targets after the final heal".into(),
+        );
+        let boot: Vec<String> = r
+            .one_shots
+            .iter()
+            .map(|(n, o)| {
+                let runs: Vec<String> = o
+                    .runs
+                    .iter()
+                    .map(|x| format!("{}@{}", x.node, at(x.start)))
+                    .collect();
+                format!("{n} ran {} times: [{}]", o.runs.len(), runs.join(" "))
+            })
+            .collect();
+        fail("reboot-once", v.reboot_once, boot.join("; "));
+        let missed: Vec<String> = r
+            .liveness
+            .iter()
+            .flat_map(|l| &l.missed)
+            .map(|(job, i)| format!("{job}@{}", at(r.jobs[job].targets[*i].start)))
+            .collect();
+        fail(
+            "leader-liveness",
+            v.leader_liveness,
+            format!(
+                "{} of {} Leader targets between faults missed: {}",
+                r.summary.liveness_missed,
+                r.summary.liveness_judged,
+                missed.join(" ")
+            ),
+        );
+        let cut: Vec<String> = r
+            .leader_runs_cut_off
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}@{} on {} ({})",
+                    c.job,
+                    at(c.run.start),
+                    c.run.node,
+                    c.label
+                )
+            })
+            .collect();
+        fail("no-leader-cut-off", v.no_leader_cut_off, cut.join("; "));
+        fail(
+            "phantom runs",
+            if r.phantom_runs.is_empty() {
+                Validity::Valid
+            } else {
+                Validity::Invalid
+            },
+            format!("{:?}", r.phantom_runs),
+        );
+        for f in &self.rejoin_failures {
+            out.push(format!("rejoin: {f}"));
+        }
+        out
+    }
 }

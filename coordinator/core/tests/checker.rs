@@ -4,7 +4,8 @@
 use cronstable_core::ClusterPolicy;
 use cronstable_core::checker::matching::{self, Window};
 use cronstable_core::checker::{
-    Ack, CheckInput, CheckJob, Exemption, FORGIVENESS_MS, Run, TargetStatus, Validity, check, svg,
+    Ack, CheckInput, CheckJob, CutOff, Exemption, FORGIVENESS_MS, Lifecycle, OneShot, Period, Run,
+    TargetStatus, Validity, check, check_with, live_spans, svg,
 };
 use proptest::prelude::*;
 
@@ -364,6 +365,277 @@ fn the_report_serialises_with_three_valued_verdicts_and_an_svg_renders() {
     assert!(plot.starts_with("<svg") && plot.trim_end().ends_with("</svg>"));
     assert!(plot.contains("#AB0001") && plot.contains("#00AB01"));
     assert!(plot.contains("unit &lt;test&gt;"), "text is escaped");
+}
+
+fn one_shot(quorum_formed: bool) -> Lifecycle {
+    Lifecycle {
+        one_shots: vec![OneShot {
+            name: "boot".into(),
+            quorum_formed,
+        }],
+        ..Lifecycle::default()
+    }
+}
+
+/// A healthy base history: one PreferLeader job met at both targets, so only the lifecycle
+/// verdicts decide the overall validity.
+fn healthy() -> CheckInput {
+    let j = job("p", Y2K, 2, 60, 10, 0);
+    input(
+        vec![j],
+        vec![
+            run("p", "n1", Y2K + S, Some(Y2K + 2 * S)),
+            run("p", "n1", Y2K + 61 * S, Some(Y2K + 62 * S)),
+        ],
+        Y2K + 600 * S,
+        Y2K,
+    )
+}
+
+#[test]
+fn a_leader_reboot_one_shot_runs_exactly_once_when_a_quorum_formed() {
+    let mut i = healthy();
+    assert_eq!(check(&i).valid, Validity::Valid);
+    // Not run at all although a quorum formed: a missed one-shot.
+    let r = check_with(&i, &one_shot(true));
+    assert_eq!(r.verdicts.reboot_once, Validity::Invalid);
+    assert_eq!(r.valid, Validity::Invalid);
+    // Without a quorum, not running is right.
+    assert_eq!(
+        check_with(&i, &one_shot(false)).verdicts.reboot_once,
+        Validity::Valid
+    );
+    // Run once: valid either way, and the run is no phantom.
+    i.runs
+        .push(run("boot", "n1", Y2K + 3 * S, Some(Y2K + 3 * S)));
+    let r = check_with(&i, &one_shot(true));
+    assert_eq!(r.verdicts.reboot_once, Validity::Valid);
+    assert_eq!(r.valid, Validity::Valid);
+    assert!(r.phantom_runs.is_empty());
+    assert_eq!(r.summary.reboot_runs, 1);
+    assert_eq!(
+        check_with(&i, &one_shot(false)).verdicts.reboot_once,
+        Validity::Valid
+    );
+    // A second start, even one that never finished and long after the first, is a double run.
+    i.runs.push(run("boot", "n3", Y2K + 300 * S, None));
+    let r = check_with(&i, &one_shot(true));
+    assert_eq!(r.verdicts.reboot_once, Validity::Invalid);
+    assert_eq!(r.valid, Validity::Invalid);
+    let nodes: Vec<&str> = r.one_shots["boot"]
+        .runs
+        .iter()
+        .map(|r| r.node.as_str())
+        .collect();
+    assert_eq!(nodes, vec!["n1", "n3"]);
+    assert_eq!(
+        check_with(&i, &one_shot(false)).verdicts.reboot_once,
+        Validity::Invalid
+    );
+    // Not asked for: unknown, and the runs are phantoms as before.
+    let r = check(&i);
+    assert_eq!(r.verdicts.reboot_once, Validity::Unknown);
+    assert_eq!(r.phantom_runs.len(), 2);
+}
+
+#[test]
+fn live_spans_run_from_each_heal_plus_grace_to_the_next_fault() {
+    let p = |from: i64, to: i64| Period {
+        from,
+        to,
+        label: String::new(),
+    };
+    assert_eq!(live_spans(&[], 2), vec![(i64::MIN, i64::MAX)]);
+    // Out of order, one overlap (30..50 inside 20..60 and 55..70) and a gap shorter than the
+    // grace (70 + 5 > 72): all of 20..80 is one fault.
+    let spans = live_spans(
+        &[p(100, 110), p(20, 60), p(30, 50), p(55, 70), p(72, 80)],
+        5,
+    );
+    assert_eq!(spans, vec![(i64::MIN, 20), (85, 100), (115, i64::MAX)]);
+    // A fault that starts inside the previous grace leaves no span between them.
+    assert_eq!(
+        live_spans(&[p(0, 10), p(12, 20)], 5),
+        vec![(i64::MIN, 0), (25, i64::MAX)]
+    );
+}
+
+#[test]
+fn leader_liveness_judges_targets_between_faults_only() {
+    // Leader, a target every 20 s from 0 to 380 s; ε 5 s.
+    let mut j = job("l", Y2K, 20, 20, 5, 0);
+    j.policy = ClusterPolicy::Leader;
+    j.ack = Ack::Acked { at: Y2K };
+    // Runs at every target except k = 3 (60 s), 5 (100 s), 8 (160 s) and 9 (180 s).
+    let runs: Vec<Run> = (0..20)
+        .filter(|k| ![3, 5, 8, 9].contains(k))
+        .map(|k| {
+            run(
+                "l",
+                "n1",
+                Y2K + k * 20 * S + 100,
+                Some(Y2K + k * 20 * S + 200),
+            )
+        })
+        .collect();
+    let mut i = input(vec![j], runs, Y2K + 600 * S, Y2K);
+    // Faults 50..90 s and 150..170 s; grace 8 s, so spans are ..50, 98..150, 178.. .
+    i.nemesis = vec![
+        Period {
+            from: Y2K + 50 * S,
+            to: Y2K + 90 * S,
+            label: "partition".into(),
+        },
+        Period {
+            from: Y2K + 150 * S,
+            to: Y2K + 170 * S,
+            label: "kill".into(),
+        },
+    ];
+    // no-wedge looks only from 185 s on, where every target is met.
+    i.final_heal = Some(Y2K + 170 * S);
+    i.recovery_bound_ms = 15 * S;
+    let grace = |ms: i64| Lifecycle {
+        liveness_grace_ms: Some(ms),
+        ..Lifecycle::default()
+    };
+    let r = check_with(&i, &grace(8 * S));
+    // k = 3 (60 s) is inside the fault; k = 8 (160 s) too. k = 5 (100 s) lies in 98..150 with
+    // ε to spare: missed. k = 9 (180 s) lies in 178.. : missed. k = 7 (140 s): 145 <= 150,
+    // judged and met; k = 2 (40 s): 45 <= 50, judged and met.
+    let jr = &r.jobs["l"];
+    let missed: Vec<u32> = jr
+        .missed_between_faults
+        .iter()
+        .map(|&t| jr.targets[t].index)
+        .collect();
+    assert_eq!(missed, vec![5, 9]);
+    assert_eq!(r.verdicts.leader_liveness, Validity::Invalid);
+    assert_eq!(r.valid, Validity::Invalid);
+    assert!(!jr.valid);
+    assert_eq!(r.summary.liveness_missed, 2);
+    // Judged: k 0..=2 (before the first fault, 45 <= 50), 5..=7, 9..=19 (read at 600 s).
+    assert_eq!(r.summary.liveness_judged, 3 + 3 + 11);
+    // The same history without the liveness verdict passes: Leader may skip (fail closed),
+    // and the final heal is long before these misses matter to no-wedge.
+    let plain = check(&i);
+    assert_eq!(plain.valid, Validity::Valid);
+    assert_eq!(plain.verdicts.leader_liveness, Validity::Unknown);
+    assert!(plain.liveness.is_none());
+    // A grace of 12 s puts both misses inside a grace: 90 + 12 = 102 > 100, 170 + 12 > 180.
+    let r = check_with(&i, &grace(12 * S));
+    assert_eq!(r.verdicts.leader_liveness, Validity::Valid);
+    assert_eq!(r.summary.liveness_missed, 0);
+    // An exemption does not excuse a miss between faults: the grace is the allowance.
+    i.exempt.push(Exemption {
+        from: Y2K + 95 * S,
+        to: Y2K + 105 * S,
+        policy: ClusterPolicy::Leader,
+        node: None,
+        reason: "GSP-121".into(),
+    });
+    let r = check_with(&i, &grace(8 * S));
+    assert_eq!(r.verdicts.leader_liveness, Validity::Invalid);
+    assert_eq!(r.summary.liveness_missed, 2);
+}
+
+#[test]
+fn a_target_too_close_to_the_next_fault_is_not_judged_for_liveness() {
+    // Leader target at 46 s; the fault starts at 50 s; ε 5 s: 51 > 50, so not judged.
+    let mut j = job("l", Y2K + 46 * S, 1, 60, 5, 0);
+    j.policy = ClusterPolicy::Leader;
+    let mut i = input(vec![j], vec![], Y2K + 600 * S, Y2K);
+    i.nemesis = vec![Period {
+        from: Y2K + 50 * S,
+        to: Y2K + 60 * S,
+        label: "kill".into(),
+    }];
+    let live = Lifecycle {
+        liveness_grace_ms: Some(2 * S),
+        ..Lifecycle::default()
+    };
+    let r = check_with(&i, &live);
+    assert_eq!(r.summary.liveness_judged, 0);
+    assert_eq!(
+        r.verdicts.leader_liveness,
+        Validity::Unknown,
+        "asked, but nothing to judge"
+    );
+    // At 45 s it is judged (50 <= 50) and missed.
+    i.jobs[0].start = Y2K + 45 * S;
+    let r = check_with(&i, &live);
+    assert_eq!(r.summary.liveness_judged, 1);
+    assert_eq!(r.verdicts.leader_liveness, Validity::Invalid);
+}
+
+#[test]
+fn a_node_started_cut_off_runs_no_leader_job_until_let_back() {
+    let mut l = job("l", Y2K, 10, 20, 5, 0);
+    l.policy = ClusterPolicy::Leader;
+    let p = job("p", Y2K, 10, 20, 5, 0);
+    let mut i = input(
+        vec![l, p],
+        vec![
+            // Before the cut-off span, on the node: fine.
+            run("l", "n3", Y2K + 20 * S, Some(Y2K + 21 * S)),
+            // In the span on another node (the majority's leader): fine.
+            run("l", "n1", Y2K + 40 * S, Some(Y2K + 41 * S)),
+            // PreferLeader on the cut-off node: its documented trade, fine.
+            run("p", "n3", Y2K + 40 * S, Some(Y2K + 41 * S)),
+            // A Leader tick and the Leader one-shot on the cut-off node: violations.
+            run("l", "n3", Y2K + 40 * S + 200, None),
+            run("boot", "n3", Y2K + 35 * S, Some(Y2K + 35 * S)),
+            // At the very end of the span (the heal instant): still inside, closed interval.
+            run("l", "n3", Y2K + 60 * S, Some(Y2K + 61 * S)),
+            // After it: fine.
+            run("l", "n3", Y2K + 80 * S, Some(Y2K + 81 * S)),
+        ],
+        Y2K + 600 * S,
+        Y2K,
+    );
+    i.jobs[0].ack = Ack::Acked { at: Y2K };
+    let mut lc = Lifecycle {
+        one_shots: vec![OneShot {
+            name: "boot".into(),
+            quorum_formed: true,
+        }],
+        cut_off: vec![CutOff {
+            node: "n3".into(),
+            from: Y2K + 30 * S,
+            to: Y2K + 60 * S,
+            label: "restart n3 isolated".into(),
+        }],
+        ..Lifecycle::default()
+    };
+    let r = check_with(&i, &lc);
+    assert_eq!(r.verdicts.no_leader_cut_off, Validity::Invalid);
+    assert_eq!(r.valid, Validity::Invalid);
+    let found: Vec<(&str, i64)> = r
+        .leader_runs_cut_off
+        .iter()
+        .map(|c| (c.job.as_str(), c.run.start))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("boot", Y2K + 35 * S),
+            ("l", Y2K + 40 * S + 200),
+            ("l", Y2K + 60 * S)
+        ]
+    );
+    assert_eq!(r.summary.leader_runs_cut_off, 3);
+    // Another node's span sees none of them.
+    lc.cut_off[0].node = "n4".into();
+    assert_eq!(
+        check_with(&i, &lc).verdicts.no_leader_cut_off,
+        Validity::Valid
+    );
+    // Not asked for: unknown.
+    lc.cut_off.clear();
+    assert_eq!(
+        check_with(&i, &lc).verdicts.no_leader_cut_off,
+        Validity::Unknown
+    );
 }
 
 /// An exact maximum matching by augmenting paths (Kuhn), the oracle.

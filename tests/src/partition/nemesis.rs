@@ -18,13 +18,17 @@ use std::time::Duration;
 use cronstable_coordinator::clock::now_ms;
 use cronstable_core::checker::Period;
 
-use super::{Bench, HarnessBackend};
+use super::{Bench, HarnessBackend, RunPlan};
 
-/// Runs the standard nemesis schedule: `cycles` rounds of majority/minority split, isolated
-/// leader, bridge and a kill of the leader, each held `hold`, with `rest` of health between;
-/// on lease backends also the store faults. Returns the final heal.
-pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: Duration) -> i64 {
-    for _ in 0..cycles {
+/// Runs the standard nemesis schedule: `plan.cycles` rounds of majority/minority split,
+/// isolated leader, bridge and a kill of the leader, each held `plan.hold`, with `plan.rest` of
+/// health between; on lease backends also the store faults. Then the lifecycle nemeses of the
+/// cycle: `plan.isolated_restarts` nodes restarted while cut off (the leader first), one slow
+/// start (a different node each cycle, never the leader in the first) and a rolling restart
+/// of every node. Returns the final heal.
+pub fn nemesis_schedule(bench: &mut Bench, plan: &RunPlan) -> i64 {
+    let (hold, rest) = (plan.hold, plan.rest);
+    for cycle in 0..plan.cycles {
         std::thread::sleep(rest);
         bench.partition("partition [n1 n2]|[n3 n4 n5]", hold, |lab| {
             lab.split(&[0, 1], &[2, 3, 4])
@@ -52,6 +56,31 @@ pub fn nemesis_schedule(bench: &mut Bench, cycles: usize, hold: Duration, rest: 
                 bench.cut_from_store(&[0, 1, 2, 3, 4], hold);
             }
         }
+        // Restart while isolated: the leader, then the others in order, as many as the plan
+        // asks (the short CI run takes the leader and one follower to fit its time; the long
+        // run takes every node).
+        std::thread::sleep(rest);
+        let leader = bench.leader_index().unwrap_or(0);
+        let order: Vec<usize> = std::iter::once(leader)
+            .chain((0..5).filter(|&k| k != leader))
+            .take(plan.isolated_restarts)
+            .collect();
+        for (n, &i) in order.iter().enumerate() {
+            if n > 0 {
+                std::thread::sleep(rest);
+            }
+            bench.restart_isolated(i, plan.isolated_hold);
+        }
+        // Slow start of a follower in the first cycle, then round the nodes (the leader too).
+        std::thread::sleep(rest);
+        let leader = bench.leader_index().unwrap_or(0);
+        let slow = (0..5)
+            .map(|k| (k + cycle) % 5)
+            .find(|&k| cycle > 0 || k != leader)
+            .unwrap_or(1);
+        bench.slow_start(slow, plan.slow_hold);
+        std::thread::sleep(rest);
+        bench.rolling_restart();
     }
     now_ms()
 }
@@ -140,7 +169,7 @@ impl Bench {
 }
 
 /// Runs `script` with sh inside the mount namespace of process `pid`.
-fn in_mount_ns(pid: u32, script: &str) {
+pub(super) fn in_mount_ns(pid: u32, script: &str) {
     let status = Command::new("nsenter")
         .args(["-t", &pid.to_string(), "-m", "--", "sh", "-c", script])
         .status()

@@ -16,6 +16,22 @@
 //! - **no-wedge** (every policy): every required target after the final heal plus the recovery
 //!   bound is met.
 //!
+//! Two lifecycle verdicts are judged only when a [`Lifecycle`] asks for them ([`check_with`]):
+//!
+//! - **reboot-once** (Leader `@reboot`): under one job set the one-shot starts at most once in
+//!   the whole run, and exactly once when a quorum ever formed. Every started run counts;
+//! - **leader-liveness** (Leader): between faults, not only after the last one. From each heal
+//!   (the end of a nemesis period; overlapping periods are one fault) plus a grace, until the
+//!   next fault starts, every required Leader target is met. A target is judged when its
+//!   nominal instant lies in such a span and the span lasts at least ε past it, so a healthy
+//!   leader had the whole of ε to start the run before the next fault. Exemptions do not apply:
+//!   the grace is the whole allowance, which is what the verdict is for;
+//! - **no-leader-cut-off** (Leader, ticks and `@reboot`): a node started while cut off from
+//!   any quorum (its host isolated, its store unreachable, every peer frozen) starts no Leader
+//!   run until it is let back. It never saw a quorum, so no tolerance applies; a lone run there
+//!   is no double run when nobody else could run either, which is why at-most-once alone
+//!   does not see it.
+//!
 //! A target is *required* when its window closes, and a run started at its last instant would
 //! finish, by the read: `t + ε + F + duration ≤ readTime` (D2, the cutoff with F included). Only
 //! completed runs meet targets; every started run counts for at-most-once and no-concurrency.
@@ -118,8 +134,40 @@ fn inside(w: matching::Window, t: i64) -> bool {
     w.0 <= t && t <= w.1
 }
 
+/// The spans in which Leader liveness is judged: from each heal plus `grace_ms` to the start of
+/// the next fault. Periods that overlap or touch count as one fault; the first span opens
+/// before any fault (`i64::MIN`), the last never closes (`i64::MAX`).
+pub fn live_spans(nemesis: &[Period], grace_ms: i64) -> Vec<(i64, i64)> {
+    let mut periods: Vec<(i64, i64)> = nemesis.iter().map(|p| (p.from, p.to)).collect();
+    periods.sort_unstable();
+    let mut spans = Vec::new();
+    let mut open = i64::MIN;
+    let mut busy_until = i64::MIN;
+    for (from, to) in periods {
+        if from > busy_until && open < from {
+            spans.push((open, from));
+        }
+        busy_until = busy_until.max(to);
+        open = busy_until.saturating_add(grace_ms);
+    }
+    spans.push((open, i64::MAX));
+    spans
+}
+
+fn judged_for_liveness(spans: &[(i64, i64)], t: i64, epsilon_ms: i64) -> bool {
+    spans
+        .iter()
+        .any(|&(from, to)| from <= t && t.saturating_add(epsilon_ms) <= to)
+}
+
 /// Judges one job (for EveryNode, each node's targets and runs separately, in one report).
-fn check_job(job: &CheckJob, runs: &[&Run], input: &CheckInput) -> JobReport {
+/// `spans` are the liveness spans when the liveness verdict is asked for.
+fn check_job(
+    job: &CheckJob,
+    runs: &[&Run],
+    input: &CheckInput,
+    spans: Option<&[(i64, i64)]>,
+) -> JobReport {
     let groups: Vec<Option<&str>> = if job.policy == ClusterPolicy::EveryNode {
         job.nodes.iter().map(|n| Some(n.as_str())).collect()
     } else {
@@ -138,6 +186,8 @@ fn check_job(job: &CheckJob, runs: &[&Run], input: &CheckInput) -> JobReport {
         double_runs: 0,
         exempt_double_runs: 0,
         concurrent_runs: 0,
+        between_faults: 0,
+        missed_between_faults: Vec::new(),
     };
     for node in groups {
         let mine: Vec<&Run> = runs
@@ -193,6 +243,15 @@ fn check_job(job: &CheckJob, runs: &[&Run], input: &CheckInput) -> JobReport {
             if status == TargetStatus::Missed {
                 report.missed.push(report.targets.len());
             }
+            let judged = job.policy == ClusterPolicy::Leader
+                && t.required
+                && spans.is_some_and(|s| judged_for_liveness(s, t.window.0, job.epsilon_ms));
+            if judged {
+                report.between_faults += 1;
+                if m.is_none() {
+                    report.missed_between_faults.push(report.targets.len());
+                }
+            }
             report.targets.push(TargetReport {
                 index: t.index,
                 node: t.node.clone(),
@@ -224,6 +283,7 @@ fn check_job(job: &CheckJob, runs: &[&Run], input: &CheckInput) -> JobReport {
         v.no_stray,
         v.no_concurrency,
         v.no_wedge,
+        v.leader_liveness,
     ]
     .iter()
     .all(|v| *v != Validity::Invalid);
@@ -252,15 +312,34 @@ fn job_verdicts(r: &JobReport, input: &CheckInput) -> Verdicts {
         } else {
             Validity::of(after_heal.iter().all(|t| t.status == TargetStatus::Met))
         },
+        reboot_once: Validity::Unknown,
+        no_leader_cut_off: Validity::Unknown,
+        leader_liveness: if r.between_faults == 0 {
+            Validity::Unknown
+        } else {
+            Validity::of(r.missed_between_faults.is_empty())
+        },
     }
 }
 
-/// Checks a run history against its jobs.
+/// Checks a run history against its jobs (the lifecycle verdicts are not asked for; see
+/// [`check_with`]).
 pub fn check(input: &CheckInput) -> CheckReport {
+    check_with(input, &Lifecycle::default())
+}
+
+/// [`check`] plus the lifecycle verdicts `lifecycle` asks for: reboot-once for its one-shots
+/// and Leader liveness between faults when it gives a grace. A verdict asked for joins the
+/// overall validity (an asked one with nothing to judge makes it `unknown`); one not asked for
+/// is `unknown` and left out.
+pub fn check_with(input: &CheckInput, lifecycle: &Lifecycle) -> CheckReport {
     let mut by_job: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
     for r in &input.runs {
         by_job.entry(r.job.as_str()).or_default().push(r);
     }
+    let spans = lifecycle
+        .liveness_grace_ms
+        .map(|g| live_spans(&input.nemesis, g));
     let mut report = CheckReport {
         valid: Validity::Unknown,
         read_time: input.read_time,
@@ -273,12 +352,78 @@ pub fn check(input: &CheckInput) -> CheckReport {
             no_stray: Validity::Valid,
             no_concurrency: Validity::Valid,
             no_wedge: Validity::Unknown,
+            reboot_once: Validity::Unknown,
+            leader_liveness: Validity::Unknown,
+            no_leader_cut_off: Validity::Unknown,
         },
         jobs: BTreeMap::new(),
         unjudged_runs: Vec::new(),
         phantom_runs: Vec::new(),
+        one_shots: BTreeMap::new(),
+        liveness: None,
+        leader_runs_cut_off: Vec::new(),
         errors: input.errors.clone(),
     };
+    // Leader runs on nodes cut off from any quorum: ticks of Leader jobs and the one-shots.
+    let leader_names: Vec<&str> = input
+        .jobs
+        .iter()
+        .filter(|j| j.policy == ClusterPolicy::Leader && matches!(j.ack, Ack::Acked { .. }))
+        .map(|j| j.name.as_str())
+        .chain(lifecycle.one_shots.iter().map(|o| o.name.as_str()))
+        .collect();
+    for c in &lifecycle.cut_off {
+        for r in &input.runs {
+            if r.node == c.node
+                && c.from <= r.start
+                && r.start <= c.to
+                && leader_names.contains(&r.job.as_str())
+            {
+                report.leader_runs_cut_off.push(CutOffRun {
+                    job: r.job.clone(),
+                    run: RunRef::from(r),
+                    label: c.label.clone(),
+                });
+            }
+        }
+    }
+    report
+        .leader_runs_cut_off
+        .sort_by(|a, b| (a.run.start, &a.run.node).cmp(&(b.run.start, &b.run.node)));
+    report.summary.leader_runs_cut_off = report.leader_runs_cut_off.len();
+    if !lifecycle.cut_off.is_empty() {
+        report.verdicts.no_leader_cut_off = Validity::of(report.leader_runs_cut_off.is_empty());
+    }
+    // Leader @reboot one-shots: every started run counts (D4), over the whole run.
+    for shot in &lifecycle.one_shots {
+        let mut runs: Vec<RunRef> = by_job
+            .remove(shot.name.as_str())
+            .unwrap_or_default()
+            .into_iter()
+            .map(RunRef::from)
+            .collect();
+        runs.sort_by(|a, b| (a.start, &a.node, &a.run_id).cmp(&(b.start, &b.node, &b.run_id)));
+        let valid = runs.len() <= 1 && (!shot.quorum_formed || runs.len() == 1);
+        report.summary.reboot_runs += runs.len();
+        report.one_shots.insert(
+            shot.name.clone(),
+            OneShotReport {
+                valid,
+                quorum_formed: shot.quorum_formed,
+                runs,
+            },
+        );
+    }
+    if !lifecycle.one_shots.is_empty() {
+        report.verdicts.reboot_once = Validity::of(report.one_shots.values().all(|o| o.valid));
+    }
+    let mut liveness = spans.as_ref().map(|s| LivenessReport {
+        grace_ms: lifecycle.liveness_grace_ms.unwrap_or_default(),
+        spans: s.clone(),
+        judged: 0,
+        missed: Vec::new(),
+    });
+    let mut liveness_verdict = Validity::Unknown;
     let mut any_wedge_known = false;
     let mut wedge = Validity::Valid;
     for job in &input.jobs {
@@ -287,7 +432,7 @@ pub fn check(input: &CheckInput) -> CheckReport {
             Ack::Indeterminate => report.unjudged_runs.extend(runs.into_iter().cloned()),
             Ack::Rejected => report.phantom_runs.extend(runs.into_iter().cloned()),
             Ack::Acked { .. } => {
-                let r = check_job(job, &runs, input);
+                let r = check_job(job, &runs, input, spans.as_deref());
                 let v = job_verdicts(&r, input);
                 let s = &mut report.summary;
                 s.jobs_acked += 1;
@@ -309,6 +454,23 @@ pub fn check(input: &CheckInput) -> CheckReport {
                 vs.at_most_once = vs.at_most_once.and(v.at_most_once);
                 vs.no_stray = vs.no_stray.and(v.no_stray);
                 vs.no_concurrency = vs.no_concurrency.and(v.no_concurrency);
+                if let Some(l) = liveness.as_mut() {
+                    l.judged += r.between_faults;
+                    l.missed.extend(
+                        r.missed_between_faults
+                            .iter()
+                            .map(|&i| (job.name.clone(), i)),
+                    );
+                    s.liveness_judged += r.between_faults;
+                    s.liveness_missed += r.missed_between_faults.len();
+                    if v.leader_liveness != Validity::Unknown {
+                        liveness_verdict = if liveness_verdict == Validity::Unknown {
+                            v.leader_liveness
+                        } else {
+                            liveness_verdict.and(v.leader_liveness)
+                        };
+                    }
+                }
                 if v.no_wedge != Validity::Unknown {
                     any_wedge_known = true;
                     wedge = wedge.and(v.no_wedge);
@@ -327,14 +489,25 @@ pub fn check(input: &CheckInput) -> CheckReport {
     } else {
         Validity::Unknown
     };
+    report.verdicts.leader_liveness = liveness_verdict;
+    report.liveness = liveness;
     let v = report.verdicts;
-    let all = v
+    let mut all = v
         .at_least_once
         .and(v.at_most_once)
         .and(v.no_stray)
         .and(v.no_concurrency)
         .and(v.no_wedge)
         .and(Validity::of(report.phantom_runs.is_empty()));
+    if !lifecycle.one_shots.is_empty() {
+        all = all.and(v.reboot_once);
+    }
+    if lifecycle.liveness_grace_ms.is_some() {
+        all = all.and(v.leader_liveness);
+    }
+    if !lifecycle.cut_off.is_empty() {
+        all = all.and(v.no_leader_cut_off);
+    }
     report.valid = if report.summary.jobs_acked == 0
         || report.summary.targets_required == 0
         || (!input.errors.is_empty() && all != Validity::Invalid)

@@ -124,6 +124,95 @@ pub struct CheckInput {
     pub errors: Vec<String>,
 }
 
+/// What the lifecycle verdicts need beyond [`CheckInput`]: the Leader `@reboot` one-shots and
+/// the grace after each heal for Leader liveness between faults. Kept apart from
+/// [`CheckInput`] so inputs written before these verdicts existed stay valid; an empty
+/// `Lifecycle` asks for neither verdict and leaves the overall validity as [`check`] gives it.
+///
+/// [`check`]: super::check
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// Leader `@reboot` jobs of the one job set the run used.
+    #[serde(default)]
+    pub one_shots: Vec<OneShot>,
+    /// Leader liveness between faults: how long after each heal (the end of a nemesis
+    /// period) every Leader target must be met again, until the next fault starts. `None`
+    /// does not ask for the verdict.
+    #[serde(default)]
+    pub liveness_grace_ms: Option<i64>,
+    /// Nodes started with no way to a quorum (started while cut off, or while every peer or
+    /// the store was frozen), each until it was let back: no Leader run may start there.
+    #[serde(default)]
+    pub cut_off: Vec<CutOff>,
+}
+
+/// A node that was started cut off from any quorum, from its start until the fault ended.
+/// It never saw a quorum in that span, so no tolerance applies: a Leader tick or a Leader
+/// `@reboot` started there ran on a node that could not have been the leader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CutOff {
+    /// The node.
+    pub node: String,
+    /// When it was started, ms.
+    pub from: i64,
+    /// When it was let back (the heal, the thaw), ms.
+    pub to: i64,
+    /// The fault, for the report.
+    pub label: String,
+}
+
+/// A Leader run that started on a node cut off from any quorum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CutOffRun {
+    /// The job.
+    pub job: String,
+    /// The run.
+    pub run: RunRef,
+    /// The fault it ran in.
+    pub label: String,
+}
+
+/// A Leader `@reboot` job: it has no targets, only a count over the whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OneShot {
+    /// The job's name (runs are found by it).
+    pub name: String,
+    /// Whether a quorum formed at some point under this job set: then it must have run
+    /// exactly once, otherwise at most once.
+    pub quorum_formed: bool,
+}
+
+/// What became of one Leader `@reboot` job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OneShotReport {
+    /// At most once, and exactly once when a quorum formed.
+    pub valid: bool,
+    /// Whether a quorum formed.
+    pub quorum_formed: bool,
+    /// Every started run (complete or not: a started run had its side effects), by start.
+    pub runs: Vec<RunRef>,
+}
+
+/// The spans in which Leader liveness was judged, and what was missed in them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LivenessReport {
+    /// The grace after each heal.
+    pub grace_ms: i64,
+    /// `[heal + grace, next fault start)`; the first span opens at `i64::MIN` (before any
+    /// fault), the last closes at `i64::MAX` (no further fault).
+    pub spans: Vec<(i64, i64)>,
+    /// Leader targets judged.
+    pub judged: usize,
+    /// Of those, missed: `(job, target index in its report)`.
+    pub missed: Vec<(String, usize)>,
+}
+
 /// A three-valued verdict: `true`, `false` or `"unknown"` in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Validity {
@@ -251,6 +340,10 @@ pub struct JobReport {
     pub exempt_double_runs: usize,
     /// Pairs of runs that overlapped in time (Leader).
     pub concurrent_runs: usize,
+    /// Leader targets judged for liveness between faults (only when asked).
+    pub between_faults: usize,
+    /// Of those, the ones without a completed run (indices into `targets`).
+    pub missed_between_faults: Vec<usize>,
 }
 
 /// Counts over every job.
@@ -283,6 +376,14 @@ pub struct Summary {
     pub exempt_double_runs: usize,
     /// Runs of rejected or unknown jobs.
     pub phantom_runs: usize,
+    /// Started runs of Leader `@reboot` jobs.
+    pub reboot_runs: usize,
+    /// Leader runs (ticks and `@reboot`) started on a node cut off from any quorum.
+    pub leader_runs_cut_off: usize,
+    /// Leader targets judged for liveness between faults.
+    pub liveness_judged: usize,
+    /// Of those, missed.
+    pub liveness_missed: usize,
 }
 
 /// The verdicts over every job.
@@ -299,6 +400,15 @@ pub struct Verdicts {
     pub no_concurrency: Validity,
     /// Every required target after the final heal and the recovery bound was met.
     pub no_wedge: Validity,
+    /// Every Leader `@reboot` job started at most once in the run, and exactly once when a
+    /// quorum formed; `unknown` when none was declared.
+    pub reboot_once: Validity,
+    /// Every Leader target between a heal plus the grace and the next fault was met;
+    /// `unknown` when not asked or nothing fell in such a span.
+    pub leader_liveness: Validity,
+    /// No Leader run (tick or `@reboot`) started on a node while it was cut off from any
+    /// quorum since its start; `unknown` when no such span was declared.
+    pub no_leader_cut_off: Validity,
 }
 
 /// The checker's result.
@@ -323,6 +433,12 @@ pub struct CheckReport {
     pub unjudged_runs: Vec<Run>,
     /// Runs of rejected or never-defined jobs.
     pub phantom_runs: Vec<Run>,
+    /// Leader `@reboot` jobs, by name.
+    pub one_shots: BTreeMap<String, OneShotReport>,
+    /// Leader liveness between faults, when asked.
+    pub liveness: Option<LivenessReport>,
+    /// Leader runs started on nodes cut off from any quorum.
+    pub leader_runs_cut_off: Vec<CutOffRun>,
     /// Problems reading the input.
     pub errors: Vec<String>,
 }
