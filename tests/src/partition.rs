@@ -130,12 +130,17 @@ fn crontab(jobs: &[GenJob], recorder: &Path) -> String {
 }
 
 const RECORDER: &str = r#"#!/bin/sh
-# Appends a start and an end event for this run to the host's log ($RUNLOG).
+# Appends a start and an end event for this run to the host's log ($RUNLOG). A run the shim
+# stops with SIGTERM (a rolling restart stops the shim, which forwards SIGTERM to its jobs)
+# really ends then, so it records its end before exiting; only a run whose process is killed
+# outright stays incomplete.
 id="$CRONSTABLE_FIRING_ID-$$"
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-echo "{\"ev\":\"start\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"
+ev() { echo "{\"ev\":\"$1\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"; }
+trap 'ev end; exit 143' TERM
+ev start
 sleep "$1"
-echo "{\"ev\":\"end\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"
+ev end
 "#;
 
 /// The moments a check needs.
