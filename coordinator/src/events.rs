@@ -83,11 +83,12 @@ fn on_edge(node: &str, old: &Role, new: &Role, metrics: &Metrics, notifier: Opti
     }
 }
 
-/// Watches `view` until `stop` resolves or the view's writer is gone.
+/// Watches `view` until `stop` resolves or the view's writer is gone. `notifier` is asked at
+/// each edge, so an edge after a config reload goes to the webhook the reload configured.
 pub async fn watch_roles(
     mut view: watch::Receiver<ClusterView>,
     metrics: Metrics,
-    notifier: Option<Notifier>,
+    notifier: impl Fn() -> Option<Notifier>,
     stop: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(stop);
@@ -99,7 +100,7 @@ pub async fn watch_roles(
             (v.node_name.clone(), role_at(&v, Instant::now()))
         };
         if let Some(role) = role {
-            on_edge(&node, &last, &role, &metrics, notifier.as_ref());
+            on_edge(&node, &last, &role, &metrics, notifier().as_ref());
             last = role;
         }
         tokio::select! {
@@ -149,7 +150,7 @@ mod tests {
         let metrics = Metrics::new();
         let (tx, rx) = watch::channel(managed(false, None));
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(watch_roles(rx, metrics.clone(), None, async {
+        let task = tokio::spawn(watch_roles(rx, metrics.clone(), || None, async {
             let _ = stop_rx.await;
         }));
         let settle = || tokio::time::sleep(Duration::from_millis(10));

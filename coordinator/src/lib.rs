@@ -2,7 +2,8 @@
 //! firing, whether this node runs it.
 //!
 //! The binary (`cronstable`) parses arguments and calls [`run`] with a loaded [`config::Config`],
-//! bound [`listeners::Listeners`], the process [`Environment`] it read, and a shutdown future.
+//! bound [`listeners::Listeners`], the process [`Environment`] it read, a shutdown future, and
+//! the receiving end of a channel of reloaded configs (the binary sends one per SIGHUP).
 //! Nothing in this library reads environment variables or exits the process: a `fromEnvVar`
 //! secret and the Kubernetes in-cluster address are looked up in the [`Environment`] passed in.
 //!
@@ -18,6 +19,7 @@
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
+//! - [`reload`]: applying a reloaded config to a running coordinator; owns the backend.
 //! - [`summary`]: the per-job run summary a node shows the fleet.
 //! - [`grpc`]: the `cronstable.v1.Executor` service.
 //! - [`web`]: the HTTP API.
@@ -43,6 +45,7 @@ pub mod metrics;
 pub mod next_fire;
 pub mod notify;
 pub mod reboot_ran;
+pub mod reload;
 pub mod state;
 pub mod status;
 pub mod summary;
@@ -51,20 +54,21 @@ pub mod web;
 
 use std::future::Future;
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 
-use crate::cluster::{BackendContext, ClusterBackend, ElectionOffBackend};
 use crate::config::Config;
-use crate::config::cluster::Backend;
-use crate::gossip::{GossipBackend, GossipSettings};
 use crate::listeners::{ApiListener, Listeners};
 use crate::state::CoordinatorState;
 
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long shutdown waits for the supervisor to stop the backend: it may wait for a reload's
+/// rebuild to finish, then for the backend (each of its waits is bounded by five seconds).
+const SUPERVISOR_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The process environment as the binary read it. The library consults it (`fromEnvVar`
 /// secrets, the in-cluster Kubernetes service address) but never reads the environment itself,
@@ -124,60 +128,35 @@ pub enum RunError {
     AuthToken(#[source] config::SecretError),
 }
 
-/// Picks the backend for `config`. Without a cluster section every node runs every job.
-fn backend_for(
-    config: &Config,
-    node_name: &str,
-    env: &Environment,
-    reboot_store: Option<std::sync::Arc<lease::reboot_store::RebootStore>>,
-) -> Result<Box<dyn ClusterBackend>, RunError> {
-    match &config.cluster {
-        None => Ok(Box::new(ElectionOffBackend::new(node_name))),
-        Some(cluster) if cluster.backend == Backend::Gossip => Ok(Box::new(GossipBackend::new(
-            GossipSettings::from_config(cluster),
-            node_name,
-        ))),
-        Some(cluster) => lease::backend_for(cluster, node_name, env, reboot_store)
-            .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
-    }
-}
-
 /// Runs a coordinator until `shutdown` resolves, then stops accepting requests, lets in-flight
 /// ones finish and returns.
+///
+/// Each config received on `reloads` (already loaded and validated by the caller: the binary
+/// sends one per SIGHUP) is applied while the coordinator runs, as [`reload`] describes; a
+/// closed `reloads` only means no more reloads.
 pub async fn run(
     config: Config,
     node_name: String,
     env: Environment,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    reloads: mpsc::Receiver<Config>,
 ) -> Result<(), RunError> {
-    // The @reboot records' own store client, shared by the lease driver's rounds and the gate's
-    // write-before-RUN (etcd and filesystem).
-    let reboot_store = config
-        .cluster
-        .as_ref()
-        .and_then(|c| lease::reboot_store::RebootStore::for_cluster(c, &node_name, &env));
-    let backend = backend_for(&config, &node_name, &env, reboot_store.clone())?;
-    let auth_token = match &config.web.auth_token {
-        Some(source) => Some(web::AuthToken::new(
-            &source
-                .resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
-                .map_err(RunError::AuthToken)?,
-        )),
-        None => None,
-    };
+    // The backend, and the stores built from the same cluster section: the @reboot records'
+    // own store client, shared by the lease driver's rounds and the gate's write-before-RUN
+    // (etcd and filesystem), and the retry-handoff store (lease backends).
+    let manager = reload::Manager::build(config.cluster.as_ref(), &node_name, &env)?;
+    let auth_token =
+        reload::resolve_token(config.web.auth_token.as_ref(), &env).map_err(RunError::AuthToken)?;
     // With a cluster section the node starts in Election::Starting, never election-off: until
     // its backend publishes a first view it does not know enough to act.
-    let (view_tx, view_rx) = watch::channel(backend.initial_view());
+    let (view_tx, view_rx) = watch::channel(manager.backend.initial_view());
     let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
-    let handoffs = config
-        .cluster
-        .as_ref()
-        .and_then(|c| lease::handoff::Handoffs::for_cluster(c, &node_name, &env));
-    let state = CoordinatorState::new(view_rx.clone())
-        .with_notifier(notifier.clone())
-        .with_handoffs(handoffs.clone())
-        .with_reboot_store(reboot_store);
+    let (state, live_tx) = CoordinatorState::new(view_rx.clone())
+        .with_notifier(notifier)
+        .with_handoffs(manager.handoffs.clone())
+        .with_reboot_store(manager.reboot_store.clone())
+        .reloadable();
     if let Some(dir) = &config.state.path {
         ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
     }
@@ -212,11 +191,15 @@ pub async fn run(
         );
     }
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || stop_requested(stop_rx.clone());
+    let stopped = {
+        let stop_rx = stop_rx.clone();
+        move || stop_requested(stop_rx.clone())
+    };
+    let (tokens_tx, tokens_rx) = watch::channel(auth_token.map(std::sync::Arc::new));
 
     tracing::info!(
         node = node_name,
-        backend = backend.name(),
+        backend = manager.backend.name(),
         api = listeners.api.url(),
         web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
         "coordinator listening"
@@ -224,22 +207,29 @@ pub async fn run(
     let roles_task = tokio::spawn(events::watch_roles(
         view_rx,
         state.metrics.clone(),
-        notifier,
+        {
+            // Asked at each edge: a reload's new webhook gets the edges after it.
+            let state = state.clone();
+            move || state.notifier()
+        },
         stopped(),
     ));
     // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
     let deferred_task = tokio::spawn(deferred::push_when_ready(state.clone(), stopped()));
-    let backend_task = tokio::spawn(backend.run(BackendContext {
-        reboot_ran: state.reboot_ran.clone(),
-        view: view_tx,
-        job_set: state.registry.subscribe(),
-        ledger: state.ledger.clone(),
-        shutdown: Box::pin(stopped()),
-    }));
-
-    // The lease holder resumes retry sequences other nodes handed off (RTY-04).
-    let handoff_task =
-        handoffs.map(|h| tokio::spawn(lease::handoff_resume::run(h, state.clone(), stopped())));
+    // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
+    // and applies reloads; it stops the backend when the coordinator stops.
+    let mut supervisor = reload::Supervisor::new(
+        config,
+        node_name,
+        env,
+        state.clone(),
+        view_tx,
+        live_tx,
+        tokens_tx,
+        stop_rx,
+    );
+    supervisor.start(manager.backend, manager.handoffs);
+    let supervisor_task = tokio::spawn(supervisor.run(reloads));
 
     // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
     let grpc = Server::builder()
@@ -264,9 +254,12 @@ pub async fn run(
         }
     };
     let mut web_task = tokio::spawn(
-        axum::serve(listeners.web, web::router(state.clone(), auth_token))
-            .with_graceful_shutdown(stopped())
-            .into_future(),
+        axum::serve(
+            listeners.web,
+            web::router_with_tokens(state.clone(), tokens_rx),
+        )
+        .with_graceful_shutdown(stopped())
+        .into_future(),
     );
 
     // A server that dies on its own must not leave a coordinator that serves nothing: treat it
@@ -280,10 +273,7 @@ pub async fn run(
     if let Some((which, result)) = failed {
         let _ = stop_tx.send(true);
         deferred_task.abort();
-        if let Some(t) = &handoff_task {
-            t.abort();
-        }
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
+        let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
             Ok(Ok(())) => Err(RunError::ServerExited(which)),
@@ -296,12 +286,9 @@ pub async fn run(
     // Every wait has a bound: a client that keeps a connection open cannot hold up the exit.
     let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, backend_task).await;
+    let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
     roles_task.abort();
     deferred_task.abort();
-    if let Some(t) = handoff_task {
-        t.abort();
-    }
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

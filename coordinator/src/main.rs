@@ -136,6 +136,19 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         .and_then(|c| c.node_name.clone())
         .unwrap_or_else(hostname);
     runtime().block_on(async move {
+        // Installed before anything listens, so a SIGHUP that comes as soon as the
+        // coordinator answers is a reload, never the default action (which ends the process).
+        let hangups = match signal(SignalKind::hangup()) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                tracing::error!("cannot install the SIGHUP handler ({e}); config reload is off");
+                None
+            }
+        };
+        let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
+        if let Some(hangups) = hangups {
+            tokio::spawn(reload_on_hangup(hangups, path.clone(), reload_tx));
+        }
         let listeners = match Listeners::bind(&loaded.config).await {
             Ok(l) => l,
             Err(e) => {
@@ -146,7 +159,16 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         // The binary is the one place that reads the environment.
         #[allow(clippy::disallowed_methods)]
         let env = cronstable_coordinator::Environment::from_vars(std::env::vars());
-        match run(loaded.config, node_name, env, listeners, shutdown_signal()).await {
+        match run(
+            loaded.config,
+            node_name,
+            env,
+            listeners,
+            shutdown_signal(),
+            reload_rx,
+        )
+        .await
+        {
             Ok(()) => ExitCode::SUCCESS,
             // A secret that does not resolve is a configuration error, like a bad key.
             Err(e @ cronstable_coordinator::RunError::AuthToken(_)) => {
@@ -195,6 +217,65 @@ fn verify(
         Validity::Valid => ExitCode::SUCCESS,
         Validity::Invalid => ExitCode::from(1),
         Validity::Unknown => ExitCode::from(2),
+    }
+}
+
+/// On each SIGHUP, loads and validates the config file again and hands a good one to the
+/// library. A bad file keeps the running config: every error gets its own ERROR line (file,
+/// line and key, as `validate-config` prints them) and a summary line follows.
+async fn reload_on_hangup(
+    mut hangups: tokio::signal::unix::Signal,
+    path: Option<PathBuf>,
+    reloads: tokio::sync::mpsc::Sender<config::Config>,
+) {
+    while hangups.recv().await.is_some() {
+        let Some(path) = path.as_deref() else {
+            tracing::warn!(
+                "SIGHUP: the coordinator was started without --config; there is no file to reload"
+            );
+            continue;
+        };
+        tracing::info!(file = %path.display(), "SIGHUP: reloading the config");
+        // load() reads a missing file as the defaults, which is right at a first start and
+        // wrong here: a file moved away must not switch a running node's election off.
+        if !path.exists() {
+            tracing::error!(
+                "config reload: {}: no such file; the running config stays",
+                path.display()
+            );
+            continue;
+        }
+        let owned = path.to_owned();
+        let loaded = match tokio::task::spawn_blocking(move || config::load(&owned)).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(
+                    "config reload: the load task failed ({e}); the running config stays"
+                );
+                continue;
+            }
+        };
+        match loaded {
+            Ok(loaded) => {
+                for w in &loaded.warnings {
+                    tracing::warn!("{w}");
+                }
+                if reloads.send(loaded.config).await.is_err() {
+                    // The coordinator is stopping.
+                    return;
+                }
+            }
+            Err(errors) => {
+                for e in &errors.0 {
+                    tracing::error!("{e}");
+                }
+                tracing::error!(
+                    "config reload: {} has {} error(s); the running config stays",
+                    path.display(),
+                    errors.0.len()
+                );
+            }
+        }
     }
 }
 

@@ -92,6 +92,27 @@ pub struct Answer {
     pub message: String,
 }
 
+/// The handles built from the parts of the config a reload can change: the webhook
+/// (`notify:`) and the two store clients built from the cluster section. A reload replaces
+/// them together, so a reader never sees the reboot store of one cluster section with the
+/// handoff store of another.
+#[derive(Debug, Clone, Default)]
+pub struct LiveHandles {
+    /// The `notify:` webhook, when configured: told about failed runs and role edges.
+    pub notifier: Option<Notifier>,
+    /// The shared store's handoff records, on a backend that has them (RTY-04).
+    pub handoffs: Option<crate::lease::handoff::Handoffs>,
+    /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
+    /// one-shot's record is written there before it is answered RUN (RBT-22).
+    pub reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+}
+
+/// A receiver whose value never changes: its sender is dropped at once, and a watch receiver
+/// keeps the last value readable after that.
+fn fixed(live: LiveHandles) -> watch::Receiver<Arc<LiveHandles>> {
+    watch::channel(Arc::new(live)).1
+}
+
 /// Shared handles for the gRPC and HTTP handlers. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct CoordinatorState {
@@ -107,13 +128,9 @@ pub struct CoordinatorState {
     pub reboot_ran: RebootRan,
     /// Deferred `@reboot` one-shots executors wait on, for the `RunDeferred` push.
     pub deferred: crate::deferred::DeferredOneShots,
-    /// The `notify:` webhook, when configured: told about failed runs.
-    notifier: Option<Notifier>,
-    /// The shared store's handoff records, on a backend that has them (RTY-04).
-    pub handoffs: Option<crate::lease::handoff::Handoffs>,
-    /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
-    /// one-shot's record is written there before it is answered RUN (RBT-22).
-    reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+    /// The handles a config reload replaces. Read-only here: the one writer is the reload
+    /// task that [`Self::reloadable`] hands the sender to.
+    live: watch::Receiver<Arc<LiveHandles>>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
 }
@@ -128,34 +145,62 @@ impl CoordinatorState {
             metrics: Metrics::new(),
             reboot_ran: RebootRan::new(),
             deferred: crate::deferred::DeferredOneShots::new(),
-            notifier: None,
-            handoffs: None,
-            reboot_store: None,
+            live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
         }
     }
 
     /// Sends failed runs to `notifier`.
-    pub fn with_notifier(mut self, notifier: Option<Notifier>) -> Self {
-        self.notifier = notifier;
-        self
+    pub fn with_notifier(self, notifier: Option<Notifier>) -> Self {
+        self.with_live(|l| l.notifier = notifier)
     }
 
     /// Hands retry sequences off through `handoffs` (a lease backend's shared store).
-    pub fn with_handoffs(mut self, handoffs: Option<crate::lease::handoff::Handoffs>) -> Self {
-        self.handoffs = handoffs;
-        self
+    pub fn with_handoffs(self, handoffs: Option<crate::lease::handoff::Handoffs>) -> Self {
+        self.with_live(|l| l.handoffs = handoffs)
     }
 
     /// Writes a Leader `@reboot` one-shot's "already ran" record to `store` before answering
     /// it RUN (RBT-22).
     pub fn with_reboot_store(
-        mut self,
+        self,
         store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
     ) -> Self {
-        self.reboot_store = store;
+        self.with_live(|l| l.reboot_store = store)
+    }
+
+    /// Builder step: a copy of the current handles, changed by `change`, fixed from now on.
+    fn with_live(mut self, change: impl FnOnce(&mut LiveHandles)) -> Self {
+        let mut live = LiveHandles::clone(&self.live.borrow());
+        change(&mut live);
+        self.live = fixed(live);
         self
+    }
+
+    /// Makes the handles set so far replaceable and returns their only writer (the reload
+    /// task keeps it). Call it once, after the builder steps; clones made earlier keep the
+    /// handles they had.
+    pub fn reloadable(mut self) -> (Self, watch::Sender<Arc<LiveHandles>>) {
+        let current = self.live.borrow().clone();
+        let (tx, rx) = watch::channel(current);
+        self.live = rx;
+        (self, tx)
+    }
+
+    /// The `notify:` webhook, as the latest config has it.
+    pub fn notifier(&self) -> Option<Notifier> {
+        self.live.borrow().notifier.clone()
+    }
+
+    /// The shared store's handoff records, on a backend that has them (RTY-04).
+    pub fn handoffs(&self) -> Option<crate::lease::handoff::Handoffs> {
+        self.live.borrow().handoffs.clone()
+    }
+
+    /// The @reboot "already ran" records' own store client, on a backend that has one.
+    pub fn reboot_store(&self) -> Option<Arc<crate::lease::reboot_store::RebootStore>> {
+        self.live.borrow().reboot_store.clone()
     }
 
     /// Whether `executor_id` has an open Watch stream.
@@ -181,7 +226,7 @@ impl CoordinatorState {
                 self.reboot_ran.mark(set.id.as_str(), &record.job);
             }
         }
-        if let (Some(n), Some(payload)) = (&self.notifier, failure_payload(&record)) {
+        if let (Some(n), Some(payload)) = (self.notifier(), failure_payload(&record)) {
             n.send(crate::config::NotifyEvent::JobFailure, payload);
         }
         self.ledger.append(record);
@@ -219,7 +264,7 @@ impl CoordinatorState {
         if decision.verdict == cronstable_core::Verdict::Run
             && kind == FiringKind::Reboot
             && policy == ClusterPolicy::Leader
-            && let Some(store) = &self.reboot_store
+            && let Some(store) = self.reboot_store()
         {
             let jobs = std::collections::BTreeSet::from([job.to_owned()]);
             match store.record(set.id.as_str(), &jobs).await {

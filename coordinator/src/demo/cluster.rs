@@ -69,9 +69,18 @@ impl Node {
         let stopped = move || crate::stop_requested(stop_rx.clone());
         let (config, name, stop) = (self.config.clone(), self.name.clone(), stopped());
         self.tasks.push(tokio::spawn(async move {
-            crate::run(config, name, crate::Environment::default(), listeners, stop)
-                .await
-                .map_err(anyhow::Error::from)
+            // The demo reloads nothing: a closed channel.
+            let reloads = tokio::sync::mpsc::channel(1).1;
+            crate::run(
+                config,
+                name,
+                crate::Environment::default(),
+                listeners,
+                stop,
+                reloads,
+            )
+            .await
+            .map_err(anyhow::Error::from)
         }));
         let mut shim =
             cronstable_shim::ShimConfig::new(JobSource::Crontab(self.crontab.clone()), api_url);

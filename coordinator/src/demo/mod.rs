@@ -111,6 +111,8 @@ pub async fn run(
         crate::Environment::default(),
         listeners,
         stopped(),
+        // The demo reloads nothing: a closed channel.
+        tokio::sync::mpsc::channel(1).1,
     ));
     let mut shim_config = cronstable_shim::ShimConfig::new(JobSource::Crontab(crontab), api_url);
     shim_config.executor_id = "demo-shim".into();

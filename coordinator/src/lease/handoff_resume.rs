@@ -37,7 +37,7 @@ pub async fn write_handoff(
     req: &pb::HandoffRequest,
     now_ms: i64,
 ) -> (bool, String) {
-    let Some(handoffs) = &state.handoffs else {
+    let Some(handoffs) = state.handoffs() else {
         return (
             false,
             "this node's cluster backend has no shared handoff store (gossip and an election \

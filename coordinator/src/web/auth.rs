@@ -18,11 +18,17 @@ use sha2::{Digest, Sha256};
 
 use super::ApiError;
 
+/// The latest `web.authToken` (none: the API is open). The reload task is its one writer.
+pub type AuthTokens = tokio::sync::watch::Receiver<Option<Arc<AuthToken>>>;
+
 /// The cookie the dashboard's login form sets.
 const COOKIE: &str = "cronstable_token";
 
 /// A resolved `web.authToken`, kept only as its digest.
-#[derive(Clone)]
+///
+/// Equality compares digests: it tells a reload whether the token changed, and never sees a
+/// request's token (that is [`AuthToken::matches`], in constant time).
+#[derive(Clone, PartialEq, Eq)]
 pub struct AuthToken {
     digest: [u8; 32],
 }
@@ -101,10 +107,12 @@ fn percent_decode(text: &str) -> String {
 /// Middleware: passes the request on when no token is configured or the right one is
 /// presented; otherwise a 401 (JSON for API clients, the login form for a browser's page load).
 pub(super) async fn require_token(
-    State(token): State<Option<Arc<AuthToken>>>,
+    State(tokens): State<AuthTokens>,
     request: Request,
     next: Next,
 ) -> Response {
+    // Cloned out of the channel: a borrow must not be held across the awaits below.
+    let token = tokens.borrow().clone();
     let Some(token) = token else {
         return next.run(request).await;
     };

@@ -27,7 +27,7 @@ use crate::metrics::Metrics;
 use crate::next_fire::NextFires;
 use crate::state::{CoordinatorState, ManualStartError};
 
-pub use auth::AuthToken;
+pub use auth::{AuthToken, AuthTokens};
 pub use dashboard::PAGE_WEIGHT;
 pub use node::NodeStats;
 
@@ -44,6 +44,13 @@ pub(crate) struct WebState {
 /// The HTTP API's router over the shared state. `token` guards every route but the health
 /// endpoints when set.
 pub fn router(state: CoordinatorState, token: Option<AuthToken>) -> Router {
+    // The sender is dropped: the receiver keeps its one value for good.
+    router_with_tokens(state, tokio::sync::watch::channel(token.map(Arc::new)).1)
+}
+
+/// [`router`] whose token can change while it serves: each request is checked against the
+/// latest value on `tokens` (a config reload's new `web.authToken` applies at once).
+pub fn router_with_tokens(state: CoordinatorState, tokens: AuthTokens) -> Router {
     let web = WebState {
         core: state,
         node: Arc::new(NodeStats::new()),
@@ -64,7 +71,7 @@ pub fn router(state: CoordinatorState, token: Option<AuthToken>) -> Router {
         .route("/node", get(node::node))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
-            token.map(Arc::new),
+            tokens,
             auth::require_token,
         ));
     Router::new()

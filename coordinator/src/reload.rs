@@ -1,0 +1,569 @@
+//! Applying a new config to a running coordinator, and owning the cluster manager meanwhile.
+//!
+//! The binary reads SIGHUP, loads and validates the config file again, and sends a good one
+//! to [`crate::run`] over a channel; a file that does not validate never gets here, so the
+//! running config stays. [`Supervisor`] is the task that owns what a reload may replace, and
+//! the only one that replaces it:
+//!
+//! - `notify:`: a new webhook notifier; failed runs and role edges go to it from then on;
+//! - `web.authToken`: resolved again on every reload (a token file's bytes may be all that
+//!   changed); the HTTP API checks the new token at once. A secret that does not resolve
+//!   keeps the token in force and logs why;
+//! - `jobs:`: the file (already re-read by the loader) is registered again under its executor
+//!   id, so `/jobs` and `/job-set-id` change; a removed `jobs:` key unregisters its jobs;
+//! - `cluster:`: only when the parsed section differs, the manager is rebuilt (see
+//!   [`Supervisor::rebuild`]): the old backend is stopped (a lease holder releases its lease,
+//!   the gossip manager frees its listener) within a bound, the view goes back to the new
+//!   backend's [`ClusterBackend::initial_view`] (a node that does not know yet does not act:
+//!   the seed's convergence hold for a rebuilt manager, GSP-100), and the new backend and the
+//!   store clients built from the section (@reboot records, retry handoffs) take over.
+//!
+//! What cannot change under a running process ([`RESTART_ONLY`]: the listeners, `state.*`,
+//! `cluster.nodeName`) is logged as a WARNING and otherwise ignored; it applies at the next
+//! start.
+//!
+//! The view's single-writer rule holds across a rebuild: the running backend is its only
+//! writer; the supervisor writes the starting view only after the old backend's task has
+//! ended (or was aborted and awaited), and before the new one is spawned.
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::cluster::{BackendContext, ClusterBackend, ClusterView};
+use crate::config::cluster::ClusterConfig;
+use crate::config::{Config, SecretError, SecretSource, StateStore};
+use crate::lease::handoff::Handoffs;
+use crate::lease::reboot_store::RebootStore;
+use crate::state::{CoordinatorState, LiveHandles};
+use crate::web::AuthToken;
+use crate::{Environment, RunError, lease, notify};
+
+/// How long a stopping backend may take (releasing a lease is bounded by its own round
+/// timeout, well inside this) before its task is aborted.
+const MANAGER_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The keys a reload cannot apply, as the WARNING names them.
+pub const RESTART_ONLY: [&str; 5] = [
+    "api.listen",
+    "web.listen",
+    "state.path",
+    "state.store",
+    "cluster.nodeName",
+];
+
+/// What differs between the running config and a reloaded one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// `notify:` differs.
+    pub notify: bool,
+    /// `jobs:` differs: the key, the file's path or format, or its parsed jobs.
+    pub jobs: bool,
+    /// The parsed `cluster:` section differs (its `nodeName` aside, which needs a restart).
+    pub cluster: bool,
+    /// `web.authToken`'s source (a value, a variable, a file) differs. The token itself is
+    /// resolved again on every reload regardless.
+    pub auth_token_source: bool,
+    /// Keys of [`RESTART_ONLY`] that differ, plus `cluster.etcd` when `state.store: etcd`
+    /// keeps its ledger there.
+    pub restart_needed: Vec<&'static str>,
+}
+
+/// Compares two configs section by section. Pure, so the rules are unit-tested.
+pub fn changes(old: &Config, new: &Config) -> Changes {
+    let mut restart_needed = Vec::new();
+    if old.api.listen != new.api.listen {
+        restart_needed.push("api.listen");
+    }
+    if old.web.listen != new.web.listen {
+        restart_needed.push("web.listen");
+    }
+    if old.state.path != new.state.path {
+        restart_needed.push("state.path");
+    }
+    if old.state.store != new.state.store {
+        restart_needed.push("state.store");
+    }
+    if node_name_of(old) != node_name_of(new) {
+        restart_needed.push("cluster.nodeName");
+    }
+    let etcd = |c: &Config| c.cluster.as_ref().and_then(|c| c.etcd.clone());
+    // The run ledger opened its etcd client at start; a rebuilt manager does not reopen it.
+    if old.state.store == StateStore::Etcd && etcd(old) != etcd(new) {
+        restart_needed.push("cluster.etcd (the run ledger of state.store: etcd)");
+    }
+    Changes {
+        notify: old.notify != new.notify,
+        jobs: old.jobs != new.jobs,
+        cluster: without_node_name(old.cluster.as_ref()) != without_node_name(new.cluster.as_ref()),
+        auth_token_source: old.web.auth_token != new.web.auth_token,
+        restart_needed,
+    }
+}
+
+fn node_name_of(c: &Config) -> Option<&str> {
+    c.cluster.as_ref().and_then(|c| c.node_name.as_deref())
+}
+
+/// The section as compared: the node's name is fixed for the life of the process.
+fn without_node_name(c: Option<&ClusterConfig>) -> Option<ClusterConfig> {
+    c.map(|c| ClusterConfig {
+        node_name: None,
+        ..c.clone()
+    })
+}
+
+/// The config a reload leaves in force: `new`, except the keys that need a restart, which
+/// keep their running values (so the next reload compares against what really runs).
+fn effective(old: &Config, mut new: Config) -> Config {
+    new.api = old.api.clone();
+    new.web.listen = old.web.listen.clone();
+    new.state = old.state.clone();
+    if let Some(c) = &mut new.cluster {
+        c.node_name = node_name_of(old).map(str::to_owned);
+    }
+    new
+}
+
+/// Resolves `web.authToken`'s source into the token the API checks.
+pub fn resolve_token(
+    source: Option<&SecretSource>,
+    env: &Environment,
+) -> Result<Option<AuthToken>, SecretError> {
+    source
+        .map(|s| {
+            s.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+                .map(|t| AuthToken::new(&t))
+        })
+        .transpose()
+}
+
+/// Picks the backend for a cluster section. Without one every node runs every job.
+pub(crate) fn backend_for(
+    cluster: Option<&ClusterConfig>,
+    node_name: &str,
+    env: &Environment,
+    reboot_store: Option<Arc<RebootStore>>,
+) -> Result<Box<dyn ClusterBackend>, RunError> {
+    use crate::config::cluster::Backend;
+    use crate::gossip::{GossipBackend, GossipSettings};
+    match cluster {
+        None => Ok(Box::new(crate::cluster::ElectionOffBackend::new(node_name))),
+        Some(cluster) if cluster.backend == Backend::Gossip => Ok(Box::new(GossipBackend::new(
+            GossipSettings::from_config(cluster),
+            node_name,
+        ))),
+        Some(cluster) => lease::backend_for(cluster, node_name, env, reboot_store)
+            .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
+    }
+}
+
+/// A cluster section's backend and the store clients built from the same section.
+pub(crate) struct Manager {
+    /// The backend, not started yet.
+    pub(crate) backend: Box<dyn ClusterBackend>,
+    /// Its @reboot record store, on etcd and filesystem.
+    pub(crate) reboot_store: Option<Arc<RebootStore>>,
+    /// Its retry-handoff store, on the lease backends.
+    pub(crate) handoffs: Option<Handoffs>,
+}
+
+impl Manager {
+    /// Builds (does not start) everything for `cluster`.
+    pub(crate) fn build(
+        cluster: Option<&ClusterConfig>,
+        node_name: &str,
+        env: &Environment,
+    ) -> Result<Self, RunError> {
+        let reboot_store = cluster.and_then(|c| RebootStore::for_cluster(c, node_name, env));
+        let backend = backend_for(cluster, node_name, env, reboot_store.clone())?;
+        let handoffs = cluster.and_then(|c| Handoffs::for_cluster(c, node_name, env));
+        Ok(Self {
+            backend,
+            reboot_store,
+            handoffs,
+        })
+    }
+}
+
+/// The running backend and the tasks that belong to it.
+struct Running {
+    name: &'static str,
+    /// Stops this backend alone (the coordinator's stop also stops it).
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+    /// The lease holder's handoff resume task (RTY-04), bound to this backend's store.
+    handoff_task: Option<JoinHandle<()>>,
+}
+
+/// Owns the reloadable parts of a running coordinator; see the module docs.
+pub(crate) struct Supervisor {
+    /// The config in force.
+    config: Config,
+    node_name: String,
+    env: Environment,
+    state: CoordinatorState,
+    /// A handle on the view, written only while no backend runs.
+    view: watch::Sender<ClusterView>,
+    /// The only writer of the state's [`LiveHandles`].
+    live: watch::Sender<Arc<LiveHandles>>,
+    /// The only writer of the HTTP API's token.
+    tokens: watch::Sender<Option<Arc<AuthToken>>>,
+    /// The coordinator's stop.
+    stop: watch::Receiver<bool>,
+    running: Option<Running>,
+}
+
+impl Supervisor {
+    /// A supervisor with no backend running yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        config: Config,
+        node_name: String,
+        env: Environment,
+        state: CoordinatorState,
+        view: watch::Sender<ClusterView>,
+        live: watch::Sender<Arc<LiveHandles>>,
+        tokens: watch::Sender<Option<Arc<AuthToken>>>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            config,
+            node_name,
+            env,
+            state,
+            view,
+            live,
+            tokens,
+            stop,
+            running: None,
+        }
+    }
+
+    /// Spawns `backend` as the view's writer, and the handoff resume task over `handoffs`.
+    pub(crate) fn start(&mut self, backend: Box<dyn ClusterBackend>, handoffs: Option<Handoffs>) {
+        let (own_tx, own_rx) = watch::channel(false);
+        let global = self.stop.clone();
+        let name = backend.name();
+        let task = tokio::spawn(backend.run(BackendContext {
+            reboot_ran: self.state.reboot_ran.clone(),
+            view: self.view.clone(),
+            job_set: self.state.registry.subscribe(),
+            ledger: self.state.ledger.clone(),
+            shutdown: Box::pin(async move {
+                tokio::select! {
+                    () = crate::stop_requested(global) => {}
+                    () = crate::stop_requested(own_rx) => {}
+                }
+            }),
+        }));
+        let handoff_task = handoffs.map(|h| {
+            let own = own_tx.subscribe();
+            let global = self.stop.clone();
+            tokio::spawn(lease::handoff_resume::run(
+                h,
+                self.state.clone(),
+                async move {
+                    tokio::select! {
+                        () = crate::stop_requested(global) => {}
+                        () = crate::stop_requested(own) => {}
+                    }
+                },
+            ))
+        });
+        self.running = Some(Running {
+            name,
+            stop: own_tx,
+            task,
+            handoff_task,
+        });
+    }
+
+    /// Stops the running backend, if any, within a bound: asked to stop, then aborted. When
+    /// this returns the backend's task has ended, so it writes the view no more (unless it was
+    /// stuck outside any await past both bounds, which is logged).
+    async fn stop_running(&mut self) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        let _ = running.stop.send(true);
+        if let Some(mut t) = running.handoff_task
+            && tokio::time::timeout(MANAGER_STOP_TIMEOUT, &mut t)
+                .await
+                .is_err()
+        {
+            t.abort();
+        }
+        let mut task = running.task;
+        if tokio::time::timeout(MANAGER_STOP_TIMEOUT, &mut task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                backend = running.name,
+                "the cluster manager did not stop within {MANAGER_STOP_TIMEOUT:?}; aborting it"
+            );
+            task.abort();
+            if tokio::time::timeout(MANAGER_STOP_TIMEOUT, task)
+                .await
+                .is_err()
+            {
+                tracing::error!(
+                    backend = running.name,
+                    "the aborted cluster manager has not ended either"
+                );
+            }
+        }
+    }
+
+    /// Applies reloads until the coordinator stops, then stops the backend.
+    pub(crate) async fn run(mut self, mut reloads: mpsc::Receiver<Config>) {
+        let mut open = true;
+        loop {
+            tokio::select! {
+                () = crate::stop_requested(self.stop.clone()) => break,
+                next = reloads.recv(), if open => match next {
+                    Some(config) => self.apply(config).await,
+                    // The binary dropped its sender: no more reloads, but keep running.
+                    None => open = false,
+                },
+            }
+        }
+        self.stop_running().await;
+    }
+
+    /// Applies one validated config. Logs one WARNING per key that needs a restart, an ERROR
+    /// for anything that could not be applied (the previous value stays), and one INFO line
+    /// naming what changed.
+    pub(crate) async fn apply(&mut self, new: Config) {
+        let ch = changes(&self.config, &new);
+        for key in &ch.restart_needed {
+            tracing::warn!("config reload: {key} changed; restart the coordinator to apply it");
+        }
+        let mut next = effective(&self.config, new);
+        let mut applied: Vec<&'static str> = Vec::new();
+
+        match resolve_token(next.web.auth_token.as_ref(), &self.env) {
+            Ok(token) => {
+                let token = token.map(Arc::new);
+                if *self.tokens.borrow() != token {
+                    self.tokens.send_replace(token);
+                    applied.push("web.authToken");
+                }
+            }
+            Err(e) => {
+                tracing::error!(
+                    "config reload: web.authToken: {e}; the previous token stays in force"
+                );
+                next.web.auth_token = self.config.web.auth_token.clone();
+            }
+        }
+
+        if ch.notify {
+            let notifier = next.notify.webhook.clone().map(notify::Notifier::start);
+            self.live.send_modify(|l| {
+                *l = Arc::new(LiveHandles {
+                    notifier,
+                    ..LiveHandles::clone(l)
+                });
+            });
+            applied.push("notify");
+        }
+
+        if ch.jobs {
+            match self.register_jobs(&next) {
+                Ok(()) => applied.push("jobs"),
+                Err(e) => {
+                    tracing::error!("config reload: jobs: {e}; the previous jobs stay registered");
+                    next.jobs = self.config.jobs.clone();
+                }
+            }
+        }
+
+        if ch.cluster {
+            match self.rebuild(next.cluster.as_ref()).await {
+                Ok(()) => applied.push("cluster"),
+                Err(e) => {
+                    tracing::error!(
+                        "config reload: cluster: {e}; the running cluster manager stays"
+                    );
+                    next.cluster = self.config.cluster.clone();
+                }
+            }
+        }
+
+        self.config = next;
+        if applied.is_empty() {
+            tracing::info!(
+                "config reloaded: nothing that applies live changed (notify, web.authToken, \
+                 jobs, cluster)"
+            );
+        } else {
+            tracing::info!(changed = applied.join(", "), "config reloaded");
+        }
+    }
+
+    /// Registers `next`'s job file in place of the running one. A failure leaves the running
+    /// registration as it was.
+    fn register_jobs(&self, next: &Config) -> Result<(), crate::jobs::RegisterError> {
+        let old = self.config.jobs.as_ref();
+        let new = next.jobs.as_ref();
+        let old_id = old.map(|j| j.executor_id());
+        let new_id = new.map(|j| j.executor_id());
+        // Another file (or none): its jobs go first, so a job that moved between the two
+        // files is not refused as taken by the old registration.
+        if let Some(old_id) = old_id
+            .as_deref()
+            .filter(|id| Some(*id) != new_id.as_deref())
+        {
+            self.state.registry.register(old_id, Vec::new())?;
+        }
+        let Some(jobs) = new else {
+            tracing::info!("config reload: jobs: the job file's jobs are unregistered");
+            return Ok(());
+        };
+        match self
+            .state
+            .registry
+            .register(&jobs.executor_id(), jobs.specs.clone())
+        {
+            Ok(set) => {
+                tracing::info!(
+                    file = %jobs.path.display(),
+                    jobs = jobs.specs.len(),
+                    job_set_id = %set.id,
+                    "config reload: registered the config's job file"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                // Put back what was unregistered above.
+                if let (Some(old), Some(old_id)) = (old, old_id.as_deref())
+                    && Some(old_id) != new_id.as_deref()
+                {
+                    let _ = self.state.registry.register(old_id, old.specs.clone());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Rebuilds the cluster manager for `cluster`: builds the new one first (a section this
+    /// build cannot run leaves the running one alone), stops the old one within a bound,
+    /// publishes the new backend's starting view and store clients, and starts it.
+    async fn rebuild(&mut self, cluster: Option<&ClusterConfig>) -> Result<(), RunError> {
+        let next = Manager::build(cluster, &self.node_name, &self.env)?;
+        let old = self.running.as_ref().map_or("none", |r| r.name);
+        self.stop_running().await;
+        // No backend runs now: this task is the view's one writer until the new one starts.
+        self.view.send_replace(next.backend.initial_view());
+        let (reboot_store, handoffs) = (next.reboot_store, next.handoffs.clone());
+        self.live.send_modify(|l| {
+            *l = Arc::new(LiveHandles {
+                reboot_store,
+                handoffs,
+                ..LiveHandles::clone(l)
+            });
+        });
+        let name = next.backend.name();
+        self.start(next.backend, next.handoffs);
+        tracing::info!(
+            from = old,
+            to = name,
+            "cluster manager rebuilt: the cluster section changed; the node does not act on \
+             Leader jobs until the new manager's first view"
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::cluster::Backend;
+
+    fn parse(yaml: &str) -> Config {
+        crate::config::parse(yaml, "test.yaml")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .config
+    }
+
+    const FS: &str = "cluster:\n  backend: filesystem\n  nodeName: a\n  filesystem:\n    path: /tmp/x\n    ttl: 3\n";
+
+    #[test]
+    fn an_unchanged_file_changes_nothing() {
+        let c = parse(FS);
+        assert_eq!(changes(&c, &c.clone()), Changes::default());
+    }
+
+    #[test]
+    fn a_changed_lease_setting_is_a_cluster_change() {
+        let old = parse(FS);
+        let new = parse(&FS.replace("ttl: 3", "ttl: 4"));
+        let ch = changes(&old, &new);
+        assert!(ch.cluster && !ch.notify && !ch.jobs, "{ch:?}");
+        assert!(ch.restart_needed.is_empty());
+    }
+
+    #[test]
+    fn a_cluster_section_added_or_removed_is_a_cluster_change() {
+        let off = Config::default();
+        let on = parse(FS);
+        assert!(changes(&off, &on).cluster);
+        assert!(changes(&on, &off).cluster);
+    }
+
+    #[test]
+    fn a_new_node_name_needs_a_restart_and_is_not_a_cluster_change() {
+        let old = parse(FS);
+        let new = parse(&FS.replace("nodeName: a", "nodeName: b"));
+        let ch = changes(&old, &new);
+        assert!(!ch.cluster, "{ch:?}");
+        assert_eq!(ch.restart_needed, vec!["cluster.nodeName"]);
+        let kept = effective(&old, new);
+        assert_eq!(
+            kept.cluster.as_ref().and_then(|c| c.node_name.as_deref()),
+            Some("a")
+        );
+        assert_eq!(kept.cluster.map(|c| c.backend), Some(Backend::Filesystem));
+    }
+
+    #[test]
+    fn listeners_and_state_need_a_restart_and_keep_their_running_values() {
+        let old = parse("api:\n  listen: 127.0.0.1:7001\nweb:\n  listen: 127.0.0.1:7002\n");
+        let new = parse(
+            "api:\n  listen: 127.0.0.1:7003\nweb:\n  listen: 127.0.0.1:7004\nstate:\n  path: /tmp/s\n",
+        );
+        let ch = changes(&old, &new);
+        assert_eq!(
+            ch.restart_needed,
+            vec!["api.listen", "web.listen", "state.path"]
+        );
+        let kept = effective(&old, new);
+        assert_eq!(kept.api, old.api);
+        assert_eq!(kept.web.listen, old.web.listen);
+        assert_eq!(kept.state, old.state);
+    }
+
+    #[test]
+    fn notify_and_token_sources_are_told_apart() {
+        let old = Config::default();
+        let new = parse(
+            "notify:\n  webhook:\n    url: http://127.0.0.1:9/hook\nweb:\n  authToken:\n    value: s3cret\n",
+        );
+        let ch = changes(&old, &new);
+        assert!(ch.notify && ch.auth_token_source && !ch.cluster, "{ch:?}");
+    }
+
+    #[test]
+    fn a_token_is_resolved_from_its_source() {
+        let env = Environment::from_vars([("TOK".to_owned(), "abc".to_owned())]);
+        let from_env = SecretSource::FromEnvVar("TOK".into());
+        let t = resolve_token(Some(&from_env), &env).unwrap().unwrap();
+        assert!(t.matches("abc"));
+        assert!(resolve_token(None, &env).unwrap().is_none());
+        let unset = SecretSource::FromEnvVar("NOPE".into());
+        assert!(resolve_token(Some(&unset), &env).is_err());
+    }
+}

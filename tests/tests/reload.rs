@@ -1,0 +1,357 @@
+//! SIGHUP reloads the coordinator's config (lifecycle issue, defect 6), with real processes:
+//! a new `web.authToken` is checked at once, a broken file keeps the running config, a changed
+//! `jobs:` file is registered again, a changed `notify:` webhook gets the next events, and a
+//! changed cluster section rebuilds the manager (and an unchanged one does not).
+//!
+//! Every test here fails on the code before the reload: the coordinator installed no SIGHUP
+//! handler, so the signal's default action ended the process.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use cronstable_tests::lease::{Store, start_lease_node};
+use cronstable_tests::{Coordinator, http, http_with, start_shim, wait_for_state};
+use serde_json::Value;
+
+/// SIGHUP.
+const HUP: i32 = 1;
+
+/// What the coordinator logs when a reload is over, applied or refused.
+const DONE: [&str; 2] = ["config reloaded", "the running config stays"];
+
+/// Sends SIGHUP and waits until the coordinator logs that this reload is over. Returns the
+/// log lines of this reload.
+fn reload(c: &Coordinator) -> String {
+    let before = c.proc.log();
+    let seen = |log: &str| DONE.iter().map(|d| log.matches(d).count()).sum::<usize>();
+    let base = seen(&before);
+    c.proc.signal(HUP);
+    wait_for_state("the reload to finish", || {
+        let log = c.proc.log();
+        if seen(&log) > base {
+            Ok(log[before.len()..].to_owned())
+        } else if !alive(c.web) {
+            Err(format!(
+                "the coordinator stopped answering after SIGHUP; its log:\n{log}"
+            ))
+        } else {
+            Err(log[before.len()..].to_owned())
+        }
+    })
+}
+
+fn alive(web: SocketAddr) -> bool {
+    http(web, "GET", "/healthz").is_ok_and(|r| r.status == 200)
+}
+
+/// The status of `GET /jobs` with `token` as the bearer token.
+fn status_with(web: SocketAddr, token: &str) -> u16 {
+    let bearer = format!("Bearer {token}");
+    http_with(web, "GET", "/jobs", &[("Authorization", &bearer)])
+        .unwrap()
+        .status
+}
+
+fn cluster(web: SocketAddr) -> Value {
+    http(web, "GET", "/cluster").unwrap().json()
+}
+
+fn job_set(web: SocketAddr) -> Value {
+    http(web, "GET", "/job-set-id").unwrap().json()
+}
+
+/// Rewrites `c`'s config file with `f` applied to its text.
+fn edit(c: &Coordinator, f: impl FnOnce(String) -> String) {
+    let text = std::fs::read_to_string(&c.config).unwrap();
+    std::fs::write(&c.config, f(text)).unwrap();
+}
+
+#[test]
+fn a_reload_checks_the_new_auth_token_from_its_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "first-token\n").unwrap();
+    let c = Coordinator::start_extra(
+        dir.path(),
+        &format!("  authToken:\n    fromFile: {}\n", token.display()),
+    );
+    assert_eq!(status_with(c.web, "first-token"), 200);
+    assert_eq!(status_with(c.web, "second-token"), 401);
+
+    // Only the file's bytes change: the config itself is the same.
+    std::fs::write(&token, "second-token\n").unwrap();
+    let log = reload(&c);
+    assert!(log.contains("web.authToken"), "{log}");
+    assert_eq!(status_with(c.web, "first-token"), 401, "the old token");
+    assert_eq!(status_with(c.web, "second-token"), 200, "the new token");
+
+    // A token file that cannot be read keeps the token in force, and says why.
+    std::fs::remove_file(&token).unwrap();
+    let log = reload(&c);
+    assert!(
+        log.contains("ERROR") && log.contains("the previous token stays in force"),
+        "{log}"
+    );
+    assert_eq!(status_with(c.web, "second-token"), 200);
+}
+
+#[test]
+fn a_broken_file_keeps_the_running_config_and_logs_every_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Coordinator::start_extra(dir.path(), "  authToken:\n    value: kept\n");
+    let good = std::fs::read_to_string(&c.config).unwrap();
+    // Two errors, on lines 6 and 9.
+    edit(&c, |t| {
+        t.replace("value: kept", "value: \"\"") + "notify:\n  webhook:\n    url: ftp://nowhere\n"
+    });
+    let log = reload(&c);
+    let file = c.config.display().to_string();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains(&format!("{file}:6:")) && l.contains("web.authToken.value")),
+        "{log}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains(&format!("{file}:9:")) && l.contains("notify.webhook.url")),
+        "{log}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.contains("has 2 error(s); the running config stays")),
+        "{log}"
+    );
+    assert!(alive(c.web));
+    assert_eq!(status_with(c.web, "kept"), 200, "the running token stays");
+
+    // The same file fixed is applied: the token it names now holds.
+    std::fs::write(&c.config, good.replace("value: kept", "value: fixed")).unwrap();
+    let log = reload(&c);
+    assert!(log.contains("config reloaded"), "{log}");
+    assert_eq!(status_with(c.web, "fixed"), 200);
+    assert_eq!(status_with(c.web, "kept"), 401);
+}
+
+#[test]
+fn a_changed_jobs_file_is_registered_again_and_a_removed_key_unregisters_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tab = dir.path().join("jobs.crontab");
+    std::fs::write(&tab, "# cronstable: name=one\n0 3 * * * true\n").unwrap();
+    let c = Coordinator::start_extra(
+        dir.path(),
+        &format!("jobs:\n  crontab: {}\n", tab.display()),
+    );
+    let before = job_set(c.web);
+    assert_eq!(before["jobs"], 1, "{before}");
+
+    std::fs::write(
+        &tab,
+        "# cronstable: name=one\n0 3 * * * true\n# cronstable: name=two\n0 4 * * * true\n",
+    )
+    .unwrap();
+    let log = reload(&c);
+    assert!(log.contains("jobs"), "{log}");
+    let after = job_set(c.web);
+    assert_eq!(after["jobs"], 2, "{after}");
+    assert_ne!(after["job_set_id"], before["job_set_id"]);
+    let names: Vec<String> = http(c.web, "GET", "/jobs").unwrap().json()["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(names.contains(&"two".to_owned()), "{names:?}");
+
+    edit(&c, |t| t[..t.find("jobs:").unwrap()].to_owned());
+    reload(&c);
+    assert_eq!(
+        job_set(c.web)["jobs"],
+        0,
+        "a removed jobs: key unregisters its jobs"
+    );
+}
+
+/// Polls `GET /cluster` in the background, keeping every `manager` value (or its absence)
+/// seen, until told to stop.
+fn watch_manager(web: SocketAddr) -> (mpsc::Sender<()>, std::thread::JoinHandle<Vec<String>>) {
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        while stop_rx.try_recv().is_err() {
+            if let Ok(r) = http(web, "GET", "/cluster") {
+                let v = r.json();
+                let m = v["manager"].as_str().unwrap_or("<absent: election off>");
+                if seen.last().map(String::as_str) != Some(m) {
+                    seen.push(m.to_owned());
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        seen
+    });
+    (stop_tx, handle)
+}
+
+fn wait_leader(web: SocketAddr, what: &str) -> Value {
+    wait_for_state(what, || {
+        let v = cluster(web);
+        if v["is_leader"] == true && v["manager"] == "running" {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
+    })
+}
+
+#[test]
+fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("leases-1");
+    let second = dir.path().join("leases-2");
+    let c = start_lease_node(dir.path(), "a", &Store::Filesystem(first.clone()), 3);
+    let led = wait_leader(c.web, "a to lead on the first directory");
+    assert_eq!(led["lease"]["path"], first.display().to_string(), "{led}");
+
+    // The same file again: nothing to rebuild, the lease held all along.
+    let log = reload(&c);
+    assert!(!log.contains("cluster manager rebuilt"), "{log}");
+    assert!(!log.contains("lease released"), "{log}");
+    let still = cluster(c.web);
+    assert_eq!(still["is_leader"], true, "{still}");
+    assert_eq!(still["lease"]["fence"], led["lease"]["fence"], "{still}");
+
+    // Another directory: the old manager releases its lease, the new one starts blank and
+    // elects on the new directory.
+    let (stop, watcher) = watch_manager(c.web);
+    edit(&c, |t| {
+        t.replace(&first.display().to_string(), &second.display().to_string())
+    });
+    let log = reload(&c);
+    assert!(log.contains("cluster manager rebuilt"), "{log}");
+    assert!(log.contains("lease released"), "{log}");
+    let led = wait_leader(c.web, "a to lead on the second directory");
+    let _ = stop.send(());
+    let seen = watcher.join().unwrap();
+    assert_eq!(led["backend"], "filesystem", "{led}");
+    assert_eq!(led["lease"]["path"], second.display().to_string(), "{led}");
+    assert!(
+        seen.iter()
+            .all(|m| ["starting", "retrying", "running"].contains(&m.as_str())),
+        "a node with a cluster section never answers as election-off: {seen:?}"
+    );
+}
+
+#[test]
+fn a_reload_that_adds_a_cluster_section_turns_the_election_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Coordinator::start(dir.path());
+    assert_eq!(cluster(c.web)["enabled"], false);
+    let leases = dir.path().join("leases");
+    edit(&c, |t| {
+        t + &format!(
+            "cluster:\n  nodeName: solo\n  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n",
+            leases.display()
+        )
+    });
+    let log = reload(&c);
+    assert!(log.contains("cluster manager rebuilt"), "{log}");
+    // The node name was fixed at start (the host name): a new one needs a restart.
+    assert!(
+        log.contains("cluster.nodeName changed; restart the coordinator to apply it"),
+        "{log}"
+    );
+    let v = wait_leader(c.web, "the node to lead once the election is on");
+    assert_eq!(v["backend"], "filesystem", "{v}");
+}
+
+/// A local webhook receiver: every POST body, in order, on a channel.
+fn receiver() -> (String, mpsc::Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            if let Ok(v) = serde_json::from_slice::<Value>(&body)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+fn next_failure(rx: &mpsc::Receiver<Value>, which: &str) -> Value {
+    let deadline = Duration::from_secs(30);
+    loop {
+        let v = rx.recv_timeout(deadline).unwrap_or_else(|_| {
+            panic!("no job_failure at the {which} webhook within {deadline:?}")
+        });
+        if v["event"] == "job_failure" {
+            return v;
+        }
+    }
+}
+
+fn crontab(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("crontab");
+    std::fs::write(
+        &path,
+        "# cronstable: name=broken seconds=true\n*/2 * * * * * exit 7\n",
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_reload_sends_the_next_events_to_the_new_webhook() {
+    let (first_url, first) = receiver();
+    let (second_url, second) = receiver();
+    let dir = tempfile::tempdir().unwrap();
+    let c = Coordinator::start_extra(
+        dir.path(),
+        &format!("notify:\n  webhook:\n    url: {first_url}\n    timeout: 2s\n"),
+    );
+    let _shim = start_shim(&crontab(dir.path()), &c.api, &[]);
+    assert_eq!(next_failure(&first, "first")["job"], "broken");
+
+    edit(&c, |t| t.replace(&first_url, &second_url));
+    let log = reload(&c);
+    assert!(log.contains("notify"), "{log}");
+    assert_eq!(next_failure(&second, "second")["job"], "broken");
+    // Whatever the first receiver still gets was queued before the reload; nothing after.
+    while first.try_recv().is_ok() {}
+    next_failure(&second, "second");
+    assert!(
+        first.try_recv().is_err(),
+        "a failure after the reload went to the old webhook"
+    );
+}
