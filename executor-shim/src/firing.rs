@@ -143,16 +143,19 @@ impl FiringContext {
             }
         }
         match answer {
-            Ok(a) => Gated {
-                verdict: a.verdict,
-                reason: a.reason.unwrap_or(Reason::NoManager),
-                message: a.message,
-                fence: a.fence,
-                firing_id: a.firing_id,
-                retry_after: a.retry_after,
-                node: a.node_name,
-                local: false,
-            },
+            Ok(a) => {
+                remember_election(&self.effective, job, a.reason);
+                Gated {
+                    verdict: a.verdict,
+                    reason: a.reason.unwrap_or(Reason::NoManager),
+                    message: a.message,
+                    fence: a.fence,
+                    firing_id: a.firing_id,
+                    retry_after: a.retry_after,
+                    node: a.node_name,
+                    local: false,
+                }
+            }
             Err(e) => {
                 let gate = local_gate(&self.effective.borrow(), job);
                 let local = decide(job.cluster_policy, kind, gate);
@@ -223,6 +226,34 @@ pub(crate) fn local_gate(effective: &BTreeMap<String, ClusterPolicy>, job: &JobS
         }
         _ => Gate::NoManager,
     }
+}
+
+/// Keeps the remembered election mode in step with the coordinator's latest answer for `job`,
+/// not only its last registration: a coordinator whose config was reloaded from election off to
+/// a cluster answers with election reasons from then on, and a shim that still remembered
+/// "election off" would run Leader jobs on every node the next time it could not reach it.
+fn remember_election(
+    effective: &watch::Sender<Arc<BTreeMap<String, ClusterPolicy>>>,
+    job: &JobSpec,
+    reason: Option<Reason>,
+) {
+    if job.cluster_policy == ClusterPolicy::EveryNode {
+        return;
+    }
+    let now = match reason {
+        Some(Reason::ElectionOff) => ClusterPolicy::EveryNode,
+        // A manual start says nothing about election; anything else comes from the table with
+        // election on.
+        Some(Reason::Manual) | None => return,
+        Some(_) => job.cluster_policy,
+    };
+    effective.send_if_modified(|map| {
+        if map.get(&job.name) == Some(&now) {
+            return false;
+        }
+        Arc::make_mut(map).insert(job.name.clone(), now);
+        true
+    });
 }
 
 /// The environment a run gets on top of the shim's own: the job's variables and the firing's
@@ -600,6 +631,25 @@ mod tests {
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
+    }
+
+    #[test]
+    fn every_answer_keeps_the_remembered_election_mode_current() {
+        let mut job = JobSpec::new("charge", "* * * * *", "true");
+        job.cluster_policy = ClusterPolicy::Leader;
+        let (tx, _rx) = watch::channel(Arc::new(BTreeMap::from([(
+            "charge".to_owned(),
+            ClusterPolicy::EveryNode,
+        )])));
+        // Election turned on by a reload: the next answer carries an election reason.
+        remember_election(&tx, &job, Some(Reason::NotLeader));
+        assert_eq!(local_gate(&tx.borrow(), &job), Gate::NoManager);
+        // A manual start says nothing.
+        remember_election(&tx, &job, Some(Reason::Manual));
+        assert_eq!(local_gate(&tx.borrow(), &job), Gate::NoManager);
+        // Off again.
+        remember_election(&tx, &job, Some(Reason::ElectionOff));
+        assert_eq!(local_gate(&tx.borrow(), &job), Gate::ElectionOff);
     }
 
     #[test]
