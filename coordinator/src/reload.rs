@@ -31,7 +31,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::{BackendContext, ClusterBackend, ClusterView};
+use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election};
 use crate::config::cluster::ClusterConfig;
 use crate::config::{Config, SecretError, SecretSource, StateStore};
 use crate::lease::handoff::Handoffs;
@@ -283,9 +283,11 @@ impl Supervisor {
     /// Stops the running backend, if any, within a bound: asked to stop, then aborted. When
     /// this returns the backend's task has ended, so it writes the view no more (unless it was
     /// stuck outside any await past both bounds, which is logged).
-    async fn stop_running(&mut self) {
+    /// Returns false only when the task is still alive after both bounds: it may still write
+    /// the view, so no other writer may start.
+    async fn stop_running(&mut self) -> bool {
         let Some(running) = self.running.take() else {
-            return;
+            return true;
         };
         let _ = running.stop.send(true);
         if let Some(mut t) = running.handoff_task
@@ -313,8 +315,10 @@ impl Supervisor {
                     backend = running.name,
                     "the aborted cluster manager has not ended either"
                 );
+                return false;
             }
         }
+        true
     }
 
     /// Applies reloads until the coordinator stops, then stops the backend.
@@ -322,6 +326,8 @@ impl Supervisor {
         let mut open = true;
         loop {
             tokio::select! {
+                // A stop wins over a queued reload: no manager is rebuilt while stopping.
+                biased;
                 () = crate::stop_requested(self.stop.clone()) => break,
                 next = reloads.recv(), if open => match next {
                     Some(config) => self.apply(config).await,
@@ -455,9 +461,28 @@ impl Supervisor {
     async fn rebuild(&mut self, cluster: Option<&ClusterConfig>) -> Result<(), RunError> {
         let next = Manager::build(cluster, &self.node_name, &self.env)?;
         let old = self.running.as_ref().map_or("none", |r| r.name);
-        self.stop_running().await;
+        let was_off = matches!(self.view.borrow().election, Election::Off);
+        if !self.stop_running().await {
+            // The old task may still write the view: a second writer must not start beside it.
+            tracing::error!(
+                "the new cluster manager is not started because the old one did not end; \
+                 restart the coordinator"
+            );
+            return Ok(());
+        }
+        if *self.stop.borrow() {
+            return Ok(());
+        }
         // No backend runs now: this task is the view's one writer until the new one starts.
-        self.view.send_replace(next.backend.initial_view());
+        let first = next.backend.initial_view();
+        let now_off = matches!(first.election, Election::Off);
+        self.view.send_replace(first);
+        if was_off != now_off {
+            // Shims remember whether election is off for when they cannot reach this
+            // coordinator; ending their Watch streams makes every one register again at once
+            // and learn the new mode from the answer.
+            self.state.close_watches();
+        }
         let (reboot_store, handoffs) = (next.reboot_store, next.handoffs.clone());
         self.live.send_modify(|l| {
             *l = Arc::new(LiveHandles {

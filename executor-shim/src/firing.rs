@@ -18,6 +18,7 @@ use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
 use crate::client::{CallError, Coordinator};
+use crate::election_memory::ElectionMemory;
 use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
 use crate::source::LoadedJob;
 use crate::{clock, one_shot};
@@ -59,12 +60,10 @@ pub struct FiringContext {
     /// [`crate::one_shot`]): a coordinator still holding a previous registration would decide
     /// it under the old job set, whose "already ran" record does not apply to the new one.
     pub registered: Arc<watch::Sender<Option<JobSetId>>>,
-    /// Each job's effective policy as the coordinator last answered a registration. When the
-    /// coordinator cannot be reached, a job it had said runs everywhere (election off: every
-    /// job comes back EveryNode) still runs, instead of a Leader job skipping because its
-    /// sidecar restarted. Empty until the first registration: then the job's own policy
-    /// applies, failing closed.
-    pub effective: Arc<watch::Sender<Arc<BTreeMap<String, ClusterPolicy>>>>,
+    /// What the coordinator last said about election (see [`crate::election_memory`]): a job
+    /// it made EveryNode (election off) still runs while it cannot be reached, for a bounded
+    /// time.
+    pub election: Arc<watch::Sender<ElectionMemory>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -123,7 +122,11 @@ impl FiringContext {
             if let Ok(registration) = self.coordinator.register(&specs).await {
                 self.registered
                     .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
-                self.effective.send_replace(registration.effective);
+                self.election.send_replace(ElectionMemory::registered(
+                    &specs,
+                    &registration.effective,
+                    tokio::time::Instant::now(),
+                ));
                 self.reregister.notify_one();
                 answer = ask().await;
             }
@@ -144,7 +147,9 @@ impl FiringContext {
         }
         match answer {
             Ok(a) => {
-                remember_election(&self.effective, job, a.reason);
+                let now = tokio::time::Instant::now();
+                self.election
+                    .send_if_modified(|m| m.answered(job, a.reason, now));
                 Gated {
                     verdict: a.verdict,
                     reason: a.reason.unwrap_or(Reason::NoManager),
@@ -157,7 +162,15 @@ impl FiringContext {
                 }
             }
             Err(e) => {
-                let gate = local_gate(&self.effective.borrow(), job);
+                // The memory speaks only for a coordinator that is away, not for one that
+                // answered with a refusal.
+                let gate = if e.is_unreachable() {
+                    self.election
+                        .borrow()
+                        .gate(job, tokio::time::Instant::now())
+                } else {
+                    Gate::NoManager
+                };
                 let local = decide(job.cluster_policy, kind, gate);
                 let what = if e.is_unreachable() {
                     "no answer from the coordinator"
@@ -213,47 +226,6 @@ impl FiringContext {
             tracing::debug!(job, error = %e, "could not report a skip");
         }
     }
-}
-
-/// The gate the shim applies by itself when its coordinator gives no answer: election off when
-/// the coordinator's last registration answer made `job` EveryNode although the job asks for
-/// more (it had no cluster section, so every node runs every job, MAP-05's exception), else
-/// the seed's "no manager" row.
-pub(crate) fn local_gate(effective: &BTreeMap<String, ClusterPolicy>, job: &JobSpec) -> Gate {
-    match effective.get(&job.name) {
-        Some(ClusterPolicy::EveryNode) if job.cluster_policy != ClusterPolicy::EveryNode => {
-            Gate::ElectionOff
-        }
-        _ => Gate::NoManager,
-    }
-}
-
-/// Keeps the remembered election mode in step with the coordinator's latest answer for `job`,
-/// not only its last registration: a coordinator whose config was reloaded from election off to
-/// a cluster answers with election reasons from then on, and a shim that still remembered
-/// "election off" would run Leader jobs on every node the next time it could not reach it.
-fn remember_election(
-    effective: &watch::Sender<Arc<BTreeMap<String, ClusterPolicy>>>,
-    job: &JobSpec,
-    reason: Option<Reason>,
-) {
-    if job.cluster_policy == ClusterPolicy::EveryNode {
-        return;
-    }
-    let now = match reason {
-        Some(Reason::ElectionOff) => ClusterPolicy::EveryNode,
-        // A manual start says nothing about election; anything else comes from the table with
-        // election on.
-        Some(Reason::Manual) | None => return,
-        Some(_) => job.cluster_policy,
-    };
-    effective.send_if_modified(|map| {
-        if map.get(&job.name) == Some(&now) {
-            return false;
-        }
-        Arc::make_mut(map).insert(job.name.clone(), now);
-        true
-    });
 }
 
 /// The environment a run gets on top of the shim's own: the job's variables and the firing's
@@ -631,48 +603,5 @@ mod tests {
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
-    }
-
-    #[test]
-    fn every_answer_keeps_the_remembered_election_mode_current() {
-        let mut job = JobSpec::new("charge", "* * * * *", "true");
-        job.cluster_policy = ClusterPolicy::Leader;
-        let (tx, _rx) = watch::channel(Arc::new(BTreeMap::from([(
-            "charge".to_owned(),
-            ClusterPolicy::EveryNode,
-        )])));
-        // Election turned on by a reload: the next answer carries an election reason.
-        remember_election(&tx, &job, Some(Reason::NotLeader));
-        assert_eq!(local_gate(&tx.borrow(), &job), Gate::NoManager);
-        // A manual start says nothing.
-        remember_election(&tx, &job, Some(Reason::Manual));
-        assert_eq!(local_gate(&tx.borrow(), &job), Gate::NoManager);
-        // Off again.
-        remember_election(&tx, &job, Some(Reason::ElectionOff));
-        assert_eq!(local_gate(&tx.borrow(), &job), Gate::ElectionOff);
-    }
-
-    #[test]
-    fn the_local_gate_remembers_election_off_and_otherwise_fails_closed() {
-        let mut job = JobSpec::new("charge", "* * * * *", "true");
-        job.cluster_policy = ClusterPolicy::Leader;
-        let mut effective = BTreeMap::new();
-        // Never registered: the job's own policy, no manager.
-        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
-        // The coordinator had election on: still no manager.
-        effective.insert("charge".to_owned(), ClusterPolicy::Leader);
-        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
-        // It had election off: the job runs while it cannot be reached.
-        effective.insert("charge".to_owned(), ClusterPolicy::EveryNode);
-        assert_eq!(local_gate(&effective, &job), Gate::ElectionOff);
-        let d = decide(
-            job.cluster_policy,
-            FiringKind::Scheduled,
-            local_gate(&effective, &job),
-        );
-        assert_eq!(d.verdict, Verdict::Run);
-        // A job that is EveryNode itself needs no memory.
-        job.cluster_policy = ClusterPolicy::EveryNode;
-        assert_eq!(local_gate(&effective, &job), Gate::NoManager);
     }
 }

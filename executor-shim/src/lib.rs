@@ -22,6 +22,7 @@ pub mod batch;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod election_memory;
 pub mod firing;
 pub mod gate;
 pub mod handoff;
@@ -134,7 +135,7 @@ pub async fn run(
         jobs: jobs_rx.clone(),
         wakeups: wakeups::DeferredWakeups::new(),
         registered: Arc::new(watch::channel(None).0),
-        effective: Arc::new(watch::channel(Arc::default()).0),
+        election: Arc::new(watch::channel(election_memory::ElectionMemory::default()).0),
     };
     tracing::info!(
         source = %config.source.path().display(),

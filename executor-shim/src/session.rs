@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cronstable_core::fingerprint::job_set_id;
-use cronstable_core::{ClusterPolicy, FiringKind, JobSpec};
+use cronstable_core::{FiringKind, JobSpec};
 use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
 
@@ -39,10 +39,12 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
                     job_set_id = registration.job_set_id,
                     "registered with the coordinator"
                 );
-                let election_off = specs.iter().any(|s| {
-                    s.cluster_policy != ClusterPolicy::EveryNode
-                        && registration.effective.get(&s.name) == Some(&ClusterPolicy::EveryNode)
-                });
+                let memory = crate::election_memory::ElectionMemory::registered(
+                    &specs,
+                    &registration.effective,
+                    tokio::time::Instant::now(),
+                );
+                let election_off = memory.election_off();
                 if election_off != was_election_off {
                     tracing::info!(
                         election_off,
@@ -50,7 +52,7 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
                     );
                     was_election_off = election_off;
                 }
-                ctx.effective.send_replace(registration.effective);
+                ctx.election.send_replace(memory);
                 // The shim's own fingerprint of what it registered, compared with its current
                 // job set before an @reboot one-shot is asked about (crate::one_shot).
                 ctx.registered.send_replace(Some(job_set_id(&specs)));

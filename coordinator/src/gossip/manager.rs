@@ -410,16 +410,26 @@ impl GossipBackend {
             }
             let deadline =
                 round_start + s.connect_timeout.min(s.interval) + Duration::from_millis(50);
-            for (i, slot) in slots.iter_mut().enumerate() {
-                if let Some(result) = slot.finish_by(deadline).await {
-                    if result.fresh {
-                        last_seen_ms[i] = Some(crate::clock::now_ms());
+            let collect = async {
+                for (i, slot) in slots.iter_mut().enumerate() {
+                    if let Some(result) = slot.finish_by(deadline).await {
+                        if result.fresh {
+                            last_seen_ms[i] = Some(crate::clock::now_ms());
+                        }
+                        // Display data is as fresh as the poll: a failed one leaves no data.
+                        peer_jobs[i] = result.jobs.filter(|_| result.fresh);
+                        peer_stats[i] = result.node_stats.filter(|_| result.fresh);
+                        latest[i] = result.outcome;
                     }
-                    // Display data is as fresh as the poll: a failed one leaves no data.
-                    peer_jobs[i] = result.jobs.filter(|_| result.fresh);
-                    peer_stats[i] = result.node_stats.filter(|_| result.fresh);
-                    latest[i] = result.outcome;
                 }
+            };
+            // A round can wait up to connectTimeout for a silent peer: a stop (shutdown, or a
+            // reload rebuilding the manager) must not wait for it, so the listener is freed in
+            // time for the next manager to bind.
+            tokio::select! {
+                biased;
+                () = &mut ctx.shutdown => break,
+                () = collect => {}
             }
 
             let job_set = ctx.job_set.borrow().clone();
