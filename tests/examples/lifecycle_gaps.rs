@@ -72,6 +72,17 @@ fn longest_gap(path: &Path, from: i64, to: i64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Firings missed in `[from, to]`: each gap of g seconds between consecutive runs lost g − 1
+/// per-second firings.
+fn missed(path: &Path, from: i64, to: i64) -> i64 {
+    let r = runs(path);
+    r.windows(2)
+        .filter(|w| w[1].at_ms >= from && w[0].at_ms <= to)
+        .map(|w| ((w[1].at_ms - w[0].at_ms) as f64 / 1000.0).round() as i64 - 1)
+        .filter(|&m| m > 0)
+        .sum()
+}
+
 struct Node {
     coordinator: Option<Coordinator>,
     shim: Option<Proc>,
@@ -189,7 +200,7 @@ fn cold_start(times: usize) -> Vec<f64> {
         .collect()
 }
 
-fn rolling(rounds: usize) -> (Vec<f64>, usize) {
+fn rolling(rounds: usize) -> (Vec<f64>, Vec<i64>, usize) {
     let mut b = Bench::new(120);
     for i in 0..3 {
         b.start(i);
@@ -197,6 +208,7 @@ fn rolling(rounds: usize) -> (Vec<f64>, usize) {
     b.all_agreed();
     std::thread::sleep(Duration::from_secs(3));
     let mut gaps = Vec::new();
+    let mut lost = Vec::new();
     for _ in 0..rounds {
         for i in 0..3 {
             let from = now_ms();
@@ -206,9 +218,10 @@ fn rolling(rounds: usize) -> (Vec<f64>, usize) {
             // Past the restart: the gaps it causes have closed by then.
             std::thread::sleep(Duration::from_secs(4));
             gaps.push(longest_gap(&b.out, from, now_ms()));
+            lost.push(missed(&b.out, from, now_ms()));
         }
     }
-    (gaps, doubles(&b.out))
+    (gaps, lost, doubles(&b.out))
 }
 
 fn leader_kill(times: usize) -> (Vec<f64>, usize) {
@@ -269,8 +282,9 @@ fn main() {
         summary("cold start to the first Leader run", &cold_start(cold));
     }
     if roll > 0 {
-        let (gaps, d) = rolling(roll);
+        let (gaps, lost, d) = rolling(roll);
         summary("rolling restart, longest Leader-run gap per restart", &gaps);
+        println!("  per-second Leader firings missed per restart (n1, n2, n3, ...): {lost:?}");
         println!("  double runs during the rolling restarts: {d}");
     }
     if kills > 0 {
