@@ -12,7 +12,7 @@
 //! traffic too) Leader gets no exemption at all: it is fenced.
 //!
 //! Every verdict is asserted, including the lifecycle ones: the `@reboot` one-shot ran exactly
-//! once, Leader targets were met between faults (a heal plus two intervals on gossip, ttl + 2 s
+//! once, Leader targets were met between faults (a heal plus five intervals on gossip, ttl + 2 s
 //! on a lease backend), no node started cut off from a quorum ran a Leader job, and every
 //! restarted node rejoined. The JSON result, the SVG timeline and every process's log are
 //! written to `target/partition/`. Set `CRONSTABLE_PARTITION_SEED` to replay a run.

@@ -216,6 +216,17 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
     let first = dir.path().join("leases-1");
     let second = dir.path().join("leases-2");
     let c = start_lease_node(dir.path(), "a", &Store::Filesystem(first.clone()), 3);
+    // A per-second Leader job through both reloads: every answer is in the decision log, so an
+    // answer from an election-off view, however brief, would show there.
+    let crontab = dir.path().join("crontab");
+    std::fs::write(
+        &crontab,
+        "# cronstable: name=tick clusterPolicy=Leader seconds=true
+* * * * * * true
+",
+    )
+    .unwrap();
+    let shim = start_shim(&crontab, &c.api, &[]);
     let led = wait_leader(c.web, "a to lead on the first directory");
     assert_eq!(led["lease"]["path"], first.display().to_string(), "{led}");
 
@@ -246,6 +257,13 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
             .all(|m| ["starting", "retrying", "running"].contains(&m.as_str())),
         "a node with a cluster section never answers as election-off: {seen:?}"
     );
+    c.proc.wait_log("job=\"tick\"");
+    let decisions = c.proc.log();
+    assert!(
+        !decisions.contains("election_off"),
+        "a firing was answered from an election-off view:\n{decisions}"
+    );
+    drop(shim);
 }
 
 #[test]
