@@ -313,6 +313,17 @@ impl Coordinator {
     }
 }
 
+/// `POST /jobs/<job>/start` on `web`, asked again while the answer is 503: a shim registers its
+/// jobs before it opens the Watch stream that carries manual starts, so a start asked right
+/// after the registration can find no executor connected yet. Any other answer is returned.
+pub fn start_job(web: SocketAddr, job: &str) -> Response {
+    wait_for(&format!("the executor of {job} to be connected"), || {
+        http(web, "POST", &format!("/jobs/{job}/start"))
+            .ok()
+            .filter(|r| r.status != 503)
+    })
+}
+
 /// Waits until every node's coordinator holds a registration of `jobs` jobs and all hold the
 /// same job-set ID. Until then an "all agreed" view can still be the agreement on the empty set
 /// from before the shims registered, and the rolling change that follows may elect another

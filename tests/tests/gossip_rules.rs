@@ -14,7 +14,9 @@ use std::path::Path;
 use std::process::Command;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
-use cronstable_tests::{Coordinator, Proc, binary, http, lines, wait_for, wait_for_state};
+use cronstable_tests::{
+    Coordinator, Proc, binary, http, lines, start_job, wait_for, wait_for_state,
+};
 use serde_json::Value;
 
 /// Linux signal numbers (the tests crate does not link libc).
@@ -79,7 +81,7 @@ fn gossip_manual_runs_are_never_gated() {
     .unwrap();
     let (_files, nodes, _shims) = cluster_with(dir.path(), 95, &jobs);
     let follower = &nodes[2];
-    let r = http(follower.web, "POST", "/jobs/migrate/start").unwrap();
+    let r = start_job(follower.web, "migrate");
     assert_eq!(r.status, 202, "{}", r.body);
     let ran = wait_for("the follower's manual run", || {
         let l = lines(&out);
@@ -129,7 +131,7 @@ fn gossip_rty_01_02_a_retry_defers_while_the_leader_has_no_quorum() {
     let (_files, nodes, _shims) = cluster_with(dir.path(), 96, &jobs);
     let leader = &nodes[0];
     // Attempt 1 is a manual run (ungated) that fails; its retry is gated.
-    let r = http(leader.web, "POST", "/jobs/flaky/start").unwrap();
+    let r = start_job(leader.web, "flaky");
     assert_eq!(r.status, 202, "{}", r.body);
     wait_for("the first attempt's failure", || {
         (lines(&failed) == ["1"]).then_some(())
@@ -219,7 +221,7 @@ fn gossip_rty_03_05_a_retry_that_loses_the_leadership_is_abandoned_visibly() {
         (id["jobs"] == 1).then_some(())
     });
     // Attempt 1 is a manual run (ungated) on n2; it fails, and its retry waits 20 s.
-    let r = http(n2.web, "POST", "/jobs/flaky/start").unwrap();
+    let r = start_job(n2.web, "flaky");
     assert_eq!(r.status, 202, "{}", r.body);
     wait_for("the first attempt's failure", || {
         (lines(&out) == ["n2 1"]).then_some(())

@@ -10,7 +10,9 @@
 use std::path::{Path, PathBuf};
 
 use cronstable_tests::lease::{Etcd, Store, start_lease_node, wait_one_leader};
-use cronstable_tests::{Coordinator, PATIENCE, Proc, binary, http, wait_for, wait_for_state};
+use cronstable_tests::{
+    Coordinator, PATIENCE, Proc, binary, http, start_job, wait_for, wait_for_state,
+};
 use serde_json::Value;
 
 const TTL: u64 = 3;
@@ -74,7 +76,7 @@ fn manual_runs_are_never_gated(store: Store, dir: &Path) {
     .unwrap();
     let (nodes, _shims) = nodes_on(dir, &store, &jobs, 2);
     let follower = &nodes[1];
-    let r = http(follower.web, "POST", "/jobs/migrate/start").unwrap();
+    let r = start_job(follower.web, "migrate");
     assert_eq!(r.status, 202, "{}", r.body);
     let ran = wait_for("the follower's manual run", || {
         let l = lines(&out);
@@ -123,7 +125,7 @@ fn a_retry_defers_through_a_store_outage(
     let (nodes, _shims) = nodes_on(dir, &store, &jobs, 1);
     let leader = &nodes[0];
     // Attempt 1 is a manual run (ungated) that fails; its retry is gated.
-    let r = http(leader.web, "POST", "/jobs/flaky/start").unwrap();
+    let r = start_job(leader.web, "flaky");
     assert_eq!(r.status, 202, "{}", r.body);
     wait_for("the first attempt's failure", || {
         (lines(&failed) == ["1"]).then_some(())
