@@ -47,15 +47,17 @@ fn count(out: &Path, what: &str) -> usize {
 
 /// Defect 1 of the lifecycle issue: until its backend's first view a node answered from an
 /// election-off view. Here the node's peers accept TCP but never answer TLS and its first round
-/// closes only after `connectTimeout` (10 s), so every firing in those seconds is decided
+/// closes only after `connectTimeout` (30 s here), so every firing in those seconds is decided
 /// before the node knows anything. EveryNode runs; the Leader tick and the Leader `@reboot`
 /// one-shot must not.
 #[test]
 fn a_node_whose_peers_never_answer_tls_acts_on_nothing_but_every_node_jobs_while_it_starts() {
     let dir = tempfile::tempdir().unwrap();
     let mut plan = ClusterPlan::new(3, 101);
-    plan.interval = "30s";
-    plan.connect_timeout = "10s";
+    // The first round closes only after connectTimeout: 30 s of a node that knows nothing, far
+    // more than the few seconds this test needs even on a loaded machine.
+    plan.interval = "60s";
+    plan.connect_timeout = "30s";
     let files = ClusterFiles::write(dir.path(), &plan);
     // The peers' sockets: the kernel completes the TCP handshake into the backlog, and nothing
     // ever answers the TLS ClientHello.
