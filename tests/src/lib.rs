@@ -433,3 +433,52 @@ pub(crate) fn dechunk(mut body: &str) -> String {
     }
     out
 }
+
+/// A local webhook receiver: every POST body, in order, on a channel. It answers the first
+/// `fail_first` requests with 503 to exercise the retries.
+pub fn webhook_receiver(
+    fail_first: usize,
+) -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = 0;
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            seen += 1;
+            let status = if seen <= fail_first {
+                "503 Service Unavailable"
+            } else {
+                "204 No Content"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            if seen > fail_first
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}

@@ -6,14 +6,15 @@
 //! Every test here fails on the code before the reload: the coordinator installed no SIGHUP
 //! handler, so the signal's default action ended the process.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use cronstable_tests::lease::{Store, start_lease_node};
-use cronstable_tests::{Coordinator, http, http_with, start_shim, wait_for_state};
+use cronstable_tests::{
+    Coordinator, http, http_with, start_shim, wait_for_state, webhook_receiver,
+};
 use serde_json::Value;
 
 /// SIGHUP.
@@ -289,44 +290,6 @@ fn a_reload_that_adds_a_cluster_section_turns_the_election_on() {
     assert_eq!(v["backend"], "filesystem", "{v}");
 }
 
-/// A local webhook receiver: every POST body, in order, on a channel.
-fn receiver() -> (String, mpsc::Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let _ = write!(
-                stream,
-                "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            );
-            if let Ok(v) = serde_json::from_slice::<Value>(&body)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    (url, rx)
-}
-
 fn next_failure(rx: &mpsc::Receiver<Value>, which: &str) -> Value {
     let deadline = Duration::from_secs(30);
     loop {
@@ -351,8 +314,8 @@ fn crontab(dir: &Path) -> std::path::PathBuf {
 
 #[test]
 fn a_reload_sends_the_next_events_to_the_new_webhook() {
-    let (first_url, first) = receiver();
-    let (second_url, second) = receiver();
+    let (first_url, first) = webhook_receiver(0);
+    let (second_url, second) = webhook_receiver(0);
     let dir = tempfile::tempdir().unwrap();
     let c = Coordinator::start_extra(
         dir.path(),

@@ -3,15 +3,15 @@
 //! `/fleet`, the dashboard's assets, `web.authToken`, and the `notify:` webhook
 //! (inventory §8.2, §8.4, NTF-01, MN-10).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
 use cronstable_tests::{
-    Coordinator, free_port, http, http_with, start_shim, wait_for, wait_for_state,
+    Coordinator, free_port, http, http_with, start_shim, wait_for, wait_for_state, webhook_receiver,
 };
 use serde_json::Value;
 
@@ -292,53 +292,6 @@ fn an_auth_token_from_an_unset_variable_is_a_config_error() {
     );
 }
 
-/// A local webhook receiver: every POST body, in order, on a channel. It answers the first
-/// `fail_first` requests with 503 to exercise the retries.
-fn receiver(fail_first: usize) -> (String, mpsc::Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = 0;
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            seen += 1;
-            let status = if seen <= fail_first {
-                "503 Service Unavailable"
-            } else {
-                "204 No Content"
-            };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            );
-            if seen > fail_first
-                && let Ok(v) = serde_json::from_slice::<Value>(&body)
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
-    (url, rx)
-}
-
 fn next_event(rx: &mpsc::Receiver<Value>, event: &str) -> Value {
     let deadline = std::time::Duration::from_secs(30);
     loop {
@@ -353,7 +306,7 @@ fn next_event(rx: &mpsc::Receiver<Value>, event: &str) -> Value {
 
 #[test]
 fn ntf_01_a_failed_run_is_posted_to_the_webhook_after_retries() {
-    let (url, events) = receiver(2);
+    let (url, events) = webhook_receiver(2);
     let dir = tempfile::tempdir().unwrap();
     let tab = crontab(
         dir.path(),
@@ -376,7 +329,7 @@ fn ntf_01_a_failed_run_is_posted_to_the_webhook_after_retries() {
 
 #[test]
 fn ntf_01_leader_change_and_quorum_loss_reach_the_webhook() {
-    let (url, events) = receiver(0);
+    let (url, events) = webhook_receiver(0);
     let dir = tempfile::tempdir().unwrap();
     let mut plan = ClusterPlan::new(3, 77);
     plan.extra =

@@ -86,19 +86,7 @@ impl Bench {
         }
         self.lab.heal();
         self.around_change(to);
-        self.cut_off.push(CutOff {
-            node: name.clone(),
-            from: spawned,
-            to,
-            label: label.clone(),
-        });
-        println!("nemesis: {label} for {} s", hold.as_secs());
-        self.nemesis.push(Period {
-            from,
-            to,
-            label: label.clone(),
-        });
-        self.wait_rejoined(i, &label);
+        self.end_cut_off(i, name, label, (spawned, from, to), hold);
     }
 
     /// Slow start: freezes what host `i` elects through (gossip: every other coordinator;
@@ -123,14 +111,28 @@ impl Bench {
         self.around_change(to);
         // Every peer or the store stayed frozen from before its start until now: it never had
         // a way to a quorum.
+        // The frozen peers' own shims get no answer; the no-manager rule keeps PreferLeader
+        // and EveryNode running there, Leader skips (no exemption needed).
+        self.end_cut_off(i, name, label, (spawned, from, to), hold);
+    }
+
+    /// Closes a nemesis that started host `i` cut off: records the cut-off span (from its
+    /// spawn at `spawned` to the heal at `to`) and the nemesis period (`from` to `to`), then
+    /// waits for the node to rejoin.
+    fn end_cut_off(
+        &mut self,
+        i: usize,
+        name: String,
+        label: String,
+        (spawned, from, to): (i64, i64, i64),
+        hold: Duration,
+    ) {
         self.cut_off.push(CutOff {
-            node: name.clone(),
+            node: name,
             from: spawned,
             to,
             label: label.clone(),
         });
-        // The frozen peers' own shims get no answer; the no-manager rule keeps PreferLeader
-        // and EveryNode running there, Leader skips (no exemption needed).
         println!("nemesis: {label} for {} s", hold.as_secs());
         self.nemesis.push(Period {
             from,
