@@ -20,9 +20,8 @@ need_pkg() { # command package: install it as root, or name it and stop
   fi
 }
 
-# protoc: the proto crate falls back to a vendored one, but etcd-client's build.rs needs a
-# real one on PATH.
-need_pkg protoc protobuf-compiler
+# protoc is not needed: .cargo/config.toml sets PROTOC to tools/protoc, which runs a protoc on
+# PATH if there is one and otherwise the one the protoc-bin-vendored crate ships.
 # A real etcd for the etcd lease backend's tests (they fail, not skip, without it).
 need_pkg etcd etcd-server
 need_pkg etcdctl etcd-client
