@@ -35,12 +35,12 @@ need_pkg mount mount
 need_pkg chattr e2fsprogs
 # Prometheus' own checker for the /metrics exposition.
 need_pkg promtool prometheus
-# Debian's real cron daemon runs cronstable-gate (tests/tests/gate_cron.rs), and the systemd
-# units are checked by systemd-analyze verify (tests/tests/deploy_artifacts.rs).
+# Debian's real cron daemon runs cronstable-gate (tests/tests/integration/gate_cron.rs), and the systemd
+# units are checked by systemd-analyze verify (tests/tests/integration/deploy_artifacts.rs).
 need_pkg cron cron
 need_pkg systemd-analyze systemd
 # The dashboard's browser tests drive headless Chromium over WebDriver
-# (tests/tests/dashboard_browser.rs).
+# (tests/tests/integration/dashboard_browser.rs).
 need_pkg chromium chromium
 need_pkg chromedriver chromium-driver
 

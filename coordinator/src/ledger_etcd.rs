@@ -369,3 +369,8 @@ async fn prune(
 #[cfg(test)]
 #[path = "ledger_etcd_tests.rs"]
 mod tests;
+
+/// The checks against a real etcd, run by the integration tier.
+#[cfg(any(test, feature = "testkit"))]
+#[path = "ledger_etcd_checks.rs"]
+pub mod checks;

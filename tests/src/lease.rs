@@ -1,9 +1,8 @@
 //! Helpers for the lease-backend process tests: coordinators on the filesystem or etcd backend,
-//! a real etcd on free loopback ports, and reading leadership off `GET /cluster`.
+//! and reading leadership off `GET /cluster`.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as StdInstant};
 
 use crate::{Coordinator, free_port, http};
@@ -73,97 +72,4 @@ pub fn wait_one_leader(webs: &[SocketAddr], limit: Duration) -> Option<(usize, D
     None
 }
 
-/// A single-member etcd on free loopback ports with a temporary data directory, killed when
-/// dropped. A missing `etcd` binary panics with how to install it.
-pub struct Etcd {
-    dir: tempfile::TempDir,
-    port: u16,
-    peer: u16,
-    child: Option<Child>,
-}
-
-impl Etcd {
-    /// Starts it and waits until `etcdctl endpoint health` passes.
-    pub fn start() -> Etcd {
-        let mut e = Self::planned();
-        e.launch();
-        e
-    }
-
-    /// Its ports and data directory, not started yet: coordinators can be pointed at
-    /// [`Self::endpoint`] before etcd is up, then [`Self::launch`] starts it.
-    pub fn planned() -> Etcd {
-        Etcd {
-            dir: tempfile::tempdir().unwrap(),
-            port: free_port(),
-            peer: free_port(),
-            child: None,
-        }
-    }
-
-    /// Starts a planned etcd and waits until `etcdctl endpoint health` passes.
-    pub fn launch(&mut self) {
-        assert!(self.child.is_none(), "etcd is already running");
-        let e = self;
-        let peer = format!("http://127.0.0.1:{}", e.peer);
-        let child = Command::new("etcd")
-            .args(["--name", "t", "--data-dir"])
-            .arg(e.dir.path().join("data"))
-            .args(["--listen-client-urls", &e.endpoint()])
-            .args(["--advertise-client-urls", &e.endpoint()])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("t={peer}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|err| {
-                panic!("cannot start etcd ({err}): apt-get install -y etcd-server etcd-client")
-            });
-        e.child = Some(child);
-        let start = StdInstant::now();
-        loop {
-            let healthy = Command::new("etcdctl")
-                .env("ETCDCTL_API", "3")
-                .args(["--endpoints", &e.endpoint(), "endpoint", "health"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if healthy {
-                return;
-            }
-            assert!(
-                start.elapsed() < crate::PATIENCE,
-                "etcd did not become healthy"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Its client URL.
-    pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Freezes it (SIGSTOP): its socket stays open but nothing answers, a client's worst case.
-    pub fn freeze(&self) {
-        let pid = self.child.as_ref().expect("etcd runs").id();
-        assert!(crate::send_signal(pid, 19), "kill -STOP etcd");
-    }
-
-    /// Resumes a frozen etcd (SIGCONT).
-    pub fn thaw(&self) {
-        let pid = self.child.as_ref().expect("etcd runs").id();
-        assert!(crate::send_signal(pid, 18), "kill -CONT etcd");
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+pub use crate::etcd::Etcd;

@@ -9,6 +9,7 @@
 #![allow(clippy::disallowed_types)]
 
 pub mod deploy;
+pub mod etcd;
 pub mod gossip;
 pub mod lease;
 pub mod netns;
@@ -39,16 +40,18 @@ pub fn binary(name: &str) -> PathBuf {
         // binaries are in target/<profile>, built with the same profile as the caller.
         let exe = std::env::current_exe().unwrap();
         let dir = exe.parent().unwrap().parent().unwrap().to_owned();
+        // `--workspace --bins` plus the caller's own kind of target, so the build resolves the
+        // same features as the `cargo test --workspace` or `cargo run --example` that runs
+        // this (dev-dependencies on: tokio's test-util, the coordinator's testkit). Building
+        // only `-p cronstable-coordinator -p cronstable-shim --bins` resolved them without, and
+        // rebuilt tokio and everything above it a second time in every clean build.
+        let kind = if dir.join("examples") == exe.parent().unwrap() {
+            "--examples"
+        } else {
+            "--tests"
+        };
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "cronstable-coordinator",
-            "-p",
-            "cronstable-shim",
-            "--bins",
-        ]);
+        cmd.args(["build", "--quiet", "--workspace", "--bins", kind]);
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }

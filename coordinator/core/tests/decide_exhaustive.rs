@@ -4,7 +4,7 @@
 //! The rows in `testdata/decide/` pin chosen examples; this file pins the rules, so a change to
 //! `decide` that breaks a rule for some combination nobody wrote a row for still fails.
 
-mod common;
+use crate::common;
 
 use cronstable_core::{
     ClusterPolicy, Decision, FiringKind, Gate, ManagerView, Reason, Verdict, decide,

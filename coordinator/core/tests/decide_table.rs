@@ -3,7 +3,7 @@
 //! distinct outcome `decide` can produce for each policy and firing kind, so a new branch in
 //! the table cannot go unpinned.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

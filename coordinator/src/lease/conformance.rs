@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::{LeaseStore, LeaseTiming, driver};
 use crate::cluster::ClusterView;
+use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
 
 /// Serialises the real-clock suites (filesystem, etcd) within one test binary: on a small
 /// machine, five suites racing for two cores would turn scheduling delay into false failovers.
@@ -33,6 +34,42 @@ pub trait Harness {
     fn break_store(&self);
     /// Makes it reachable again.
     fn heal_store(&self);
+}
+
+/// The etcd store config the store checks use: `endpoints`, election `cronstable/leader`, lease
+/// `ttl` seconds, no auth, no TLS.
+pub fn etcd_config(endpoints: Vec<String>, ttl: u64) -> EtcdConfig {
+    EtcdConfig {
+        endpoints,
+        election_name: "cronstable/leader".into(),
+        ttl,
+        username: None,
+        password: None,
+        tls: None,
+    }
+}
+
+/// The filesystem store config the store checks use: `path`, election `cluster/leader` under
+/// deployment `prod`, lease ttl 3 s.
+pub fn fs_config(path: &std::path::Path) -> FilesystemConfig {
+    FilesystemConfig {
+        path: path.to_owned(),
+        election_name: "cluster/leader".into(),
+        ttl: 3,
+        deployment_id: Some("prod".into()),
+        topology: Topology::Auto,
+    }
+}
+
+/// A real etcd that checks outside the lease suite (the etcd ledger, handoff records) can stop
+/// and start: the integration tier implements it over its test etcd process.
+pub trait RealEtcd {
+    /// Its client URL.
+    fn endpoint(&self) -> String;
+    /// Stops it; the data stays.
+    fn stop(&self);
+    /// Starts it again on the same ports and data, and waits until it serves.
+    fn restart(&self);
 }
 
 /// One running contender.

@@ -486,10 +486,6 @@ impl LeaseStore for EtcdStore {
 #[path = "etcd_reboot.rs"]
 mod reboot;
 
-#[cfg(test)]
-#[path = "etcd_tests.rs"]
-pub(crate) mod tests;
-
-#[cfg(test)]
-#[path = "etcd_cluster_tests.rs"]
-mod cluster_tests;
+// The store's tests need a real etcd (and one of them root and network namespaces): they are in
+// the integration tier, `tests/tests/integration/etcd_store.rs` and `tests/tests/lab/
+// etcd_cluster.rs`, so the coordinator's unit tests run without either.

@@ -133,7 +133,7 @@ impl InFlight {
     }
 
     /// Notes a claim on `p` by `token` whose answer never came (tests stand in for a timeout).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testkit"))]
     pub fn claim_unanswered(&mut self, p: Pending, token: String) {
         self.unsure.push((p, token));
     }

@@ -22,6 +22,8 @@ pub mod etcd;
 pub mod filesystem;
 pub mod filesystem_reboot;
 pub mod handoff;
+#[cfg(any(test, feature = "testkit"))]
+pub mod handoff_conformance;
 mod handoff_etcd;
 mod handoff_fs;
 pub mod handoff_resume;

@@ -1,5 +1,5 @@
-//! The @reboot records' own store client on the real stores (a temporary directory, a real
-//! etcd), and the gate's write-before-RUN for Leader one-shots over it (RBT-21, RBT-22).
+//! The @reboot records' own store client on the filesystem store (a temporary directory; on a
+//! real etcd in `tests/tests/integration/etcd_handoff.rs`), and the gate's write-before-RUN for Leader one-shots over it (RBT-21, RBT-22).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -9,29 +9,8 @@ use tokio::sync::watch;
 
 use super::{CALL_TIMEOUT, RebootStore};
 use crate::cluster::{ClusterView, Election, ManagedView};
-use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
+use crate::lease::conformance::{etcd_config, fs_config};
 use crate::state::CoordinatorState;
-
-fn fs_config(path: &std::path::Path) -> FilesystemConfig {
-    FilesystemConfig {
-        path: path.to_owned(),
-        election_name: "cluster/leader".into(),
-        ttl: 3,
-        deployment_id: Some("prod".into()),
-        topology: Topology::Auto,
-    }
-}
-
-fn etcd_config(endpoint: String) -> EtcdConfig {
-    EtcdConfig {
-        endpoints: vec![endpoint],
-        election_name: "cronstable/leader".into(),
-        ttl: 6,
-        username: None,
-        password: None,
-        tls: None,
-    }
-}
 
 fn jobs(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
@@ -123,15 +102,6 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
 }
 
 #[tokio::test]
-async fn rbt_21_etcd_records_round_trip_on_their_own_client() {
-    let server = super::super::etcd::tests::EtcdServer::start();
-    let store = RebootStore::etcd(&etcd_config(server.endpoint()), "a", None);
-    store.record("set-1", &jobs(&["migrate"])).await.unwrap();
-    assert_eq!(store.read("set-1").await.unwrap(), jobs(&["migrate"]));
-    assert!(store.read("set-2").await.unwrap().is_empty());
-}
-
-#[tokio::test]
 async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() {
     // A port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -139,7 +109,11 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
         .local_addr()
         .unwrap()
         .port();
-    let store = RebootStore::etcd(&etcd_config(format!("http://127.0.0.1:{port}")), "a", None);
+    let store = RebootStore::etcd(
+        &etcd_config(vec![format!("http://127.0.0.1:{port}")], 6),
+        "a",
+        None,
+    );
     let (state, _) = state_with(store);
     let started = tokio::time::Instant::now();
     let held = state

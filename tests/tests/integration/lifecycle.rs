@@ -172,7 +172,7 @@ fn a_filesystem_store_that_appears_after_the_start_is_used_without_a_restart() {
 #[test]
 fn coordinators_started_before_etcd_elect_once_it_is_up() {
     let dir = tempfile::tempdir().unwrap();
-    let mut etcd = Etcd::planned();
+    let etcd = Etcd::planned();
     let store = Store::Etcd(etcd.endpoint());
     let nodes: Vec<Coordinator> = ["a", "b"]
         .iter()

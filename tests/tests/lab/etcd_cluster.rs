@@ -1,14 +1,16 @@
 //! The etcd store against a real three-member etcd cluster, one member per network namespace
 //! on a bridge, with one member partitioned away from its peers (a blackhole route in its
 //! namespace) while contenders can still reach it. Needs root and iproute2; without them the
-//! test fails, naming what is missing.
+//! test fails, naming what is missing. (Moved from the coordinator's unit tests: the fast tier
+//! needs no root.)
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::*;
-use crate::lease::conformance::{self, Node};
-use crate::lease::driver;
+use cronstable_coordinator::lease::conformance::{self, Node};
+use cronstable_coordinator::lease::driver;
+use cronstable_coordinator::lease::etcd::{EtcdStore, timing};
+use cronstable_tests::etcd::etcd_config;
 
 /// Runs `ip` with `args`, panicking with the command on failure.
 fn ip(args: &[&str]) {
@@ -166,17 +168,6 @@ impl Drop for Cluster {
     }
 }
 
-fn config(endpoints: Vec<String>) -> EtcdConfig {
-    EtcdConfig {
-        endpoints,
-        election_name: "cronstable/leader".into(),
-        ttl: 6,
-        username: None,
-        password: None,
-        tls: None,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_member_does_not_split_leadership_and_clients_move_on() {
     let _serial = conformance::serial().await;
@@ -189,7 +180,8 @@ async fn a_partitioned_member_does_not_split_leadership_and_clients_move_on() {
         .zip(orders)
         .map(|(name, order)| {
             let eps = order.iter().map(|&i| cluster.endpoint(i)).collect();
-            let (rx, stop, task) = driver::spawn(EtcdStore::new(&config(eps), name, None), name);
+            let (rx, stop, task) =
+                driver::spawn(EtcdStore::new(&etcd_config(eps, 6), name, None), name);
             Node::from_parts(name, rx, stop, task)
         })
         .collect();

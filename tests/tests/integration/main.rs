@@ -1,0 +1,30 @@
+//! The integration tier in one binary: real `cronstable` and `cronstable-shim` processes on
+//! loopback sockets, a real etcd, real mTLS, Debian's cron and a headless Chromium. Each module
+//! is one feature seen from outside; the shared launchers are in the `cronstable-tests` library
+//! (`tests/src`). Needs what `tests/run.sh` installs, not root: root-only tests (network
+//! namespaces, mount namespaces, `chattr`) are in the `lab` binary.
+
+mod dashboard_browser;
+mod deploy_artifacts;
+mod etcd_handoff;
+mod etcd_ledger;
+mod etcd_store;
+mod gate;
+mod gate_cron;
+mod gossip_cluster;
+mod gossip_rules;
+mod grpc_batch;
+mod lease_failover;
+mod lease_rules;
+mod lifecycle;
+mod observability;
+mod reboot_gossip;
+mod reboot_lease;
+mod reboot_reload;
+mod reload;
+mod resilience;
+mod retry_handoff;
+mod retry_handoff_abandon;
+mod single_node;
+mod verify;
+mod web_api;
