@@ -346,7 +346,7 @@ where
 {
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let fut = body(tx.clone());
-    tokio::spawn(async move {
+    crate::spawn(async move {
         if tx.send(Ok(first)).await.is_ok() {
             fut.await;
         }

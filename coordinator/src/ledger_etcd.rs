@@ -217,7 +217,7 @@ pub async fn open(
     }
     let (tx, rx) = mpsc::channel(QUEUE);
     ledger.set_sink(tx);
-    tokio::spawn(write_all(config.clone(), password, place, budget, rx));
+    crate::spawn(write_all(config.clone(), password, place, budget, rx));
     Ok(())
 }
 

@@ -63,6 +63,18 @@ use crate::config::Config;
 use crate::listeners::{ApiListener, Listeners};
 use crate::state::CoordinatorState;
 
+/// `tokio::spawn` that carries the caller's tracing span into the task. tokio does not: without
+/// it, a task's log lines lose the context they were started in. It matters where several nodes
+/// share one process (`cronstable demo`, in-process tests): each node's tasks run under a
+/// `node` span, and every line they log names its node.
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(tracing::Instrument::in_current_span(future))
+}
+
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -204,7 +216,7 @@ pub async fn run(
         web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
         "coordinator listening"
     );
-    let roles_task = tokio::spawn(events::watch_roles(
+    let roles_task = crate::spawn(events::watch_roles(
         view_rx,
         state.metrics.clone(),
         {
@@ -215,7 +227,7 @@ pub async fn run(
         stopped(),
     ));
     // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
-    let deferred_task = tokio::spawn(deferred::push_when_ready(state.clone(), stopped()));
+    let deferred_task = crate::spawn(deferred::push_when_ready(state.clone(), stopped()));
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(
@@ -229,10 +241,14 @@ pub async fn run(
         stop_rx,
     );
     supervisor.start(manager.backend, manager.handoffs);
-    let supervisor_task = tokio::spawn(supervisor.run(reloads));
+    let supervisor_task = crate::spawn(supervisor.run(reloads));
 
     // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
+    // tonic serves each connection on a task of its own: hand it this node's span, so request
+    // handlers' log lines name the node too (see [`spawn`]).
+    let node_span = tracing::Span::current();
     let grpc = Server::builder()
+        .trace_fn(move |_| node_span.clone())
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
         // HTTP/2's default 64 KiB windows hold about 750 ShouldRun requests: a shim with more
@@ -246,14 +262,14 @@ pub async fn run(
             // tonic ignores the builder's nodelay for custom incoming streams; without it unary
             // calls hit 40 ms delayed-ACK stalls (measured, dependencies.md).
             let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
-            tokio::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
+            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
         }
         ApiListener::Unix(l, _) => {
             let incoming = UnixListenerStream::new(l);
-            tokio::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
+            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
         }
     };
-    let mut web_task = tokio::spawn(
+    let mut web_task = crate::spawn(
         axum::serve(
             listeners.web,
             web::router_with_tokens(state.clone(), tokens_rx),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use cronstable_coordinator::{config, demo, listeners::Listeners, run};
-use cronstable_shim::cli::{hostname, init_logging};
+use cronstable_shim::cli::{hostname, init_logging, init_logging_with_default};
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Exit code for a configuration error (sysexits EX_USAGE).
@@ -77,7 +77,14 @@ fn main() -> ExitCode {
             serve(config)
         }
         Some(Command::Demo(demo_args)) => runtime().block_on(async {
-            init_logging(&args.log_format);
+            // The demo prints its own view and events; the nodes' routine INFO lines come back
+            // with --verbose or RUST_LOG.
+            let default = if demo_args.verbose || demo_args.nodes == 1 {
+                "info"
+            } else {
+                "warn"
+            };
+            init_logging_with_default(&args.log_format, default);
             match demo::run(demo_args, &std::env::temp_dir(), shutdown_signal()).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -147,7 +154,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         };
         let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
         if let Some(hangups) = hangups {
-            tokio::spawn(reload_on_hangup(hangups, path.clone(), reload_tx));
+            cronstable_coordinator::spawn(reload_on_hangup(hangups, path.clone(), reload_tx));
         }
         let listeners = match Listeners::bind(&loaded.config).await {
             Ok(l) => l,

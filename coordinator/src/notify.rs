@@ -70,7 +70,7 @@ impl Notifier {
     pub fn start(config: WebhookConfig) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let events: Arc<[NotifyEvent]> = config.events.clone().into();
-        tokio::spawn(deliver_all(config, rx));
+        crate::spawn(deliver_all(config, rx));
         Self { tx, events }
     }
 
@@ -218,7 +218,7 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| DeliveryError::Transport(format!("HTTP handshake: {e}")))?;
-    let driver = tokio::spawn(conn);
+    let driver = crate::spawn(conn);
     let result = sender
         .send_request(request)
         .await

@@ -246,7 +246,7 @@ impl Supervisor {
         let (own_tx, own_rx) = watch::channel(false);
         let global = self.stop.clone();
         let name = backend.name();
-        let task = tokio::spawn(backend.run(BackendContext {
+        let task = crate::spawn(backend.run(BackendContext {
             reboot_ran: self.state.reboot_ran.clone(),
             view: self.view.clone(),
             job_set: self.state.registry.subscribe(),
@@ -261,7 +261,7 @@ impl Supervisor {
         let handoff_task = handoffs.map(|h| {
             let own = own_tx.subscribe();
             let global = self.stop.clone();
-            tokio::spawn(lease::handoff_resume::run(
+            crate::spawn(lease::handoff_resume::run(
                 h,
                 self.state.clone(),
                 async move {

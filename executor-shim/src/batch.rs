@@ -55,7 +55,7 @@ impl Batcher {
         }
         let queue = self.queue.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
-            tokio::spawn(batch_questions(
+            crate::spawn(batch_questions(
                 rx,
                 client.clone(),
                 deadline,
@@ -103,7 +103,7 @@ async fn batch_questions(
             }
         }
         // Sent on its own task, so a slow call never holds up the next batch.
-        tokio::spawn(send(batch, client.clone(), deadline, unbatched.clone()));
+        crate::spawn(send(batch, client.clone(), deadline, unbatched.clone()));
     }
 }
 
@@ -162,7 +162,7 @@ async fn send(
             unbatched.store(true, Ordering::Relaxed);
             for q in batch {
                 let client = client.clone();
-                tokio::spawn(async move {
+                crate::spawn(async move {
                     let _ = q.reply.send(ask_one(client, deadline, q.request).await);
                 });
             }

@@ -514,7 +514,7 @@ async fn launch(
                 "run started"
             );
             // Reported off the launch path so a slow coordinator never delays a job's start.
-            tokio::spawn(async move {
+            crate::spawn(async move {
                 let event = pb::report_run_request::Event::Started(pb::RunStarted {
                     started_at_ms: started_at.timestamp_millis(),
                     pid,

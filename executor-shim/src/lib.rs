@@ -51,6 +51,18 @@ use crate::firing::{FiringContext, fire};
 use crate::runner::Supervisor;
 use crate::source::{JobSource, LoadedJob};
 
+/// `tokio::spawn` that carries the caller's tracing span into the task. tokio does not: without
+/// it, a task's log lines lose the context they were started in. It matters where several nodes
+/// share one process (`cronstable demo`, in-process tests): each node's tasks run under a
+/// `node` span, and every line they log names its node.
+pub fn spawn<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    tokio::spawn(tracing::Instrument::in_current_span(future))
+}
+
 /// Everything the shim needs to run, as the binary parsed it.
 #[derive(Debug, Clone)]
 pub struct ShimConfig {
@@ -144,10 +156,10 @@ pub async fn run(
         executor = config.executor_id,
         "shim started"
     );
-    let session = tokio::spawn(session::maintain(ctx.clone(), jobs_rx));
+    let session = crate::spawn(session::maintain(ctx.clone(), jobs_rx));
     let reaper = config
         .reap_orphans
-        .then(|| tokio::spawn(reaper::reap_orphans(supervisor.clone())));
+        .then(|| crate::spawn(reaper::reap_orphans(supervisor.clone())));
 
     let started = clock::now();
     let mut firings = JoinSet::new();
@@ -155,12 +167,12 @@ pub async fn run(
     let mut file = source::FileWatch::new(loaded.content);
     apply(&mut table, loaded.jobs, started);
     for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
-        firings.spawn(fire(
+        firings.spawn(tracing::Instrument::in_current_span(fire(
             ctx.clone(),
             e.loaded.spec.clone(),
             started,
             FiringKind::Reboot,
-        ));
+        )));
     }
 
     let lateness = TimeDelta::from_std(config.max_lateness).unwrap_or(TimeDelta::seconds(60));
@@ -190,12 +202,12 @@ pub async fn run(
             );
             entry.next = plan.next;
             if let Some(t) = plan.fire {
-                firings.spawn(fire(
+                firings.spawn(tracing::Instrument::in_current_span(fire(
                     ctx.clone(),
                     entry.loaded.spec.clone(),
                     t,
                     FiringKind::Scheduled,
-                ));
+                )));
             }
             report_missed(
                 &ctx,
@@ -273,7 +285,7 @@ fn report_missed(ctx: &FiringContext, job: &str, missed: &[DateTime<Utc>], total
     tracing::warn!(job, missed = total, first = %missed[0], "firings missed: they came later than the lateness bound");
     let (ctx, job) = (ctx.clone(), job.to_owned());
     let instants: Vec<i64> = missed.iter().map(DateTime::timestamp_millis).collect();
-    tokio::spawn(async move {
+    crate::spawn(async move {
         let msg = Reason::TooLate.describe().to_owned();
         for at in instants {
             let kind = FiringKind::Scheduled;

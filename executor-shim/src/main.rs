@@ -81,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
-    tokio::spawn(async move {
+    cronstable_shim::spawn(async move {
         while hup.recv().await.is_some() {
             let _ = reload_tx.try_send(());
         }

@@ -83,7 +83,7 @@ pub fn resume(
         "resuming a retry sequence handed off by another node"
     );
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    crate::spawn(async move {
         // The backoff the old owner had still to wait.
         let wait =
             Duration::from_millis(r.not_before_ms.saturating_sub(clock::now_ms()).max(0) as u64);

@@ -244,7 +244,7 @@ impl Supervisor {
         };
         on_started(pid, started_at);
         if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {
-            tokio::spawn(async move {
+            crate::spawn(async move {
                 let _ = stdin.write_all(text.as_bytes()).await;
             });
         }
@@ -333,7 +333,7 @@ fn spawn_reader(
     tail: Arc<Mutex<Tail>>,
     is_stderr: bool,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    crate::spawn(async move {
         let mut buf = vec![0u8; 8192];
         loop {
             match pipe.read(&mut buf).await {

@@ -134,7 +134,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
             tracing::info!(job = m.job, request_id = m.request_id, "manual start");
             let at = chrono::DateTime::from_timestamp_millis(m.requested_at_ms)
                 .unwrap_or_else(clock::now);
-            tokio::spawn(fire(ctx.clone(), job, at, FiringKind::Manual));
+            crate::spawn(fire(ctx.clone(), job, at, FiringKind::Manual));
         }
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");

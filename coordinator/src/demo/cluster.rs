@@ -67,32 +67,41 @@ impl Node {
         self.web = Some(web_addr);
         let (stop_tx, stop_rx) = watch::channel(false);
         let stopped = move || crate::stop_requested(stop_rx.clone());
+        let span = super::node_span(&self.name);
         let (config, name, stop) = (self.config.clone(), self.name.clone(), stopped());
-        self.tasks.push(tokio::spawn(async move {
-            // The demo reloads nothing: a closed channel.
-            let reloads = tokio::sync::mpsc::channel(1).1;
-            crate::run(
-                config,
-                name,
-                crate::Environment::default(),
-                listeners,
-                stop,
-                reloads,
-            )
-            .await
-            .map_err(anyhow::Error::from)
-        }));
+        self.tasks
+            .push(crate::spawn(tracing::Instrument::instrument(
+                async move {
+                    // The demo reloads nothing: a closed channel.
+                    let reloads = tokio::sync::mpsc::channel(1).1;
+                    crate::run(
+                        config,
+                        name,
+                        crate::Environment::default(),
+                        listeners,
+                        stop,
+                        reloads,
+                    )
+                    .await
+                    .map_err(anyhow::Error::from)
+                },
+                span.clone(),
+            )));
         let mut shim =
             cronstable_shim::ShimConfig::new(JobSource::Crontab(self.crontab.clone()), api_url);
         shim.executor_id = format!("{}-shim", self.name);
         let stop = stopped();
-        self.tasks.push(tokio::spawn(async move {
-            let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
-            let _keep = reload_tx;
-            cronstable_shim::run(shim, stop, reload_rx)
-                .await
-                .map_err(anyhow::Error::from)
-        }));
+        self.tasks
+            .push(crate::spawn(tracing::Instrument::instrument(
+                async move {
+                    let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
+                    let _keep = reload_tx;
+                    cronstable_shim::run(shim, stop, reload_rx)
+                        .await
+                        .map_err(anyhow::Error::from)
+                },
+                span,
+            )));
         self.stop = Some(stop_tx);
         Ok(())
     }
@@ -217,11 +226,13 @@ pub async fn run(
     let last_runs: LastRuns = Arc::default();
     let nodes = Arc::new(tokio::sync::Mutex::new(nodes));
     let report = report_views(nodes.clone(), runs_log, last_runs);
+    let events = print_events(nodes.clone());
     let commands = read_commands(nodes.clone(), crontab_text);
     tokio::select! {
         _ = shutdown => {}
         () = super::run_for(args.duration) => {}
         () = report => {}
+        () = events => {}
         r = commands => r?,
     }
     for node in nodes.lock().await.iter_mut() {
@@ -280,12 +291,7 @@ async fn report_views(
     let mut every = tokio::time::interval(Duration::from_secs(5));
     loop {
         every.tick().await;
-        let webs: Vec<(String, Option<SocketAddr>)> = nodes
-            .lock()
-            .await
-            .iter()
-            .map(|n| (n.name.clone(), n.web))
-            .collect();
+        let webs = node_webs(&nodes).await;
         println!("── views");
         for (name, web) in webs {
             let view = match web {
@@ -332,11 +338,26 @@ async fn report_views(
     }
 }
 
+/// Each node's name and HTTP address (`None` while it is stopped).
+async fn node_webs(nodes: &tokio::sync::Mutex<Vec<Node>>) -> Vec<(String, Option<SocketAddr>)> {
+    nodes
+        .lock()
+        .await
+        .iter()
+        .map(|n| (n.name.clone(), n.web))
+        .collect()
+}
+
 /// `GET /cluster` on a local node, with a short timeout; `None` when it does not answer.
 async fn cluster_view(web: SocketAddr) -> Option<serde_json::Value> {
+    get_json(web, "/cluster").await
+}
+
+/// `GET path` on a local node, with a short timeout; `None` when it does not answer.
+async fn get_json(web: SocketAddr, path: &str) -> Option<serde_json::Value> {
     let fetch = async {
         let mut s = TcpStream::connect(web).await.ok()?;
-        s.write_all(b"GET /cluster HTTP/1.0\r\nHost: demo\r\n\r\n")
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: demo\r\n\r\n").as_bytes())
             .await
             .ok()?;
         let mut raw = Vec::new();
@@ -349,4 +370,163 @@ async fn cluster_view(web: SocketAddr) -> Option<serde_json::Value> {
         .await
         .ok()
         .flatten()
+}
+
+/// Skip reasons that are the cluster working as designed (a follower leaves a Leader job to
+/// the leader): the event feed leaves them out, and prints every other skip.
+const ROUTINE_SKIPS: [&str; 2] = ["not_leader", "not_owner"];
+
+/// What the event feed last saw of one node, so it prints changes only.
+#[derive(Default)]
+struct Seen {
+    /// `None` until the first answer; then the leader the node named (or none).
+    leader: Option<Option<String>>,
+    quorate: Option<bool>,
+    /// Per job, the (scheduled instant, attempt) of the newest decision and run already seen.
+    decisions: BTreeMap<String, (i64, u64)>,
+    runs: BTreeMap<String, (i64, u64)>,
+}
+
+/// The events that matter, one line each as they happen, naming the node: a node's leader
+/// changes or its quorum comes or goes, a firing is skipped for a reason other than "another
+/// node leads/owns it", a run fails, a node stops answering. Polls each node's `GET /cluster`
+/// and `GET /jobs` every second.
+async fn print_events(nodes: Arc<tokio::sync::Mutex<Vec<Node>>>) {
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let webs = node_webs(&nodes).await;
+        for (name, web) in webs {
+            let Some(web) = web else {
+                if seen.remove(&name).is_some() {
+                    event(&name, "stopped");
+                }
+                continue;
+            };
+            let s = seen.entry(name.clone()).or_default();
+            if let Some(v) = cluster_view(web).await {
+                for line in cluster_events(&name, s, &v) {
+                    event(&name, &line);
+                }
+            }
+            if let Some(v) = get_json(web, "/jobs").await {
+                for line in job_events(s, &v) {
+                    event(&name, &line);
+                }
+            }
+        }
+    }
+}
+
+fn event(node: &str, what: &str) {
+    let at = chrono::DateTime::from_timestamp_millis(crate::clock::now_ms())
+        .map(|t| t.format("%H:%M:%S").to_string())
+        .unwrap_or_default();
+    println!("{at} ▸ {node:<13} {what}");
+}
+
+/// Leader and quorum changes in one node's `GET /cluster` body.
+fn cluster_events(me: &str, s: &mut Seen, v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let leader = v["leader"].as_str().map(str::to_owned);
+    if s.leader.as_ref() != Some(&leader) {
+        out.push(match &leader {
+            Some(l) if l == me => "now leads".to_owned(),
+            Some(l) => format!("follows {l}"),
+            None => "sees no leader".to_owned(),
+        });
+        s.leader = Some(leader);
+    }
+    if let Some(q) = v["quorate"].as_bool() {
+        if s.quorate.is_some_and(|was| was != q) {
+            out.push(if q { "has a quorum" } else { "lost its quorum" }.to_owned());
+        }
+        s.quorate = Some(q);
+    }
+    out
+}
+
+/// New non-routine skips and failed runs in one node's `GET /jobs` body.
+fn job_events(s: &mut Seen, v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let jobs = v["jobs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for job in jobs {
+        let Some(name) = job["name"].as_str() else {
+            continue;
+        };
+        let id = |r: &serde_json::Value| {
+            (
+                r["scheduledAtMs"].as_i64().unwrap_or(0),
+                r["attempt"].as_u64().unwrap_or(0),
+            )
+        };
+        let d = &job["lastDecision"];
+        if d.is_object() && s.decisions.insert(name.to_owned(), id(d)) != Some(id(d)) {
+            let reason = d["reason"].as_str().unwrap_or("?");
+            if d["verdict"] == "skip" && !ROUTINE_SKIPS.contains(&reason) {
+                out.push(format!(
+                    "skipped {name} at {}: {reason}",
+                    d["scheduledAt"].as_str().unwrap_or("?")
+                ));
+            }
+        }
+        let r = &job["lastRun"];
+        if r.is_object() && s.runs.insert(name.to_owned(), id(r)) != Some(id(r)) {
+            let failed = r["exitCode"].as_i64().is_none_or(|c| c != 0) || r["timedOut"] == true;
+            if failed {
+                out.push(format!(
+                    "run of {name} FAILED (exit {}, signal {}, timed out {})",
+                    r["exitCode"], r["signal"], r["timedOut"]
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_event_feed_prints_leader_and_quorum_changes_once() {
+        let mut s = Seen::default();
+        let lead = json!({"leader": "cronstable-a", "quorate": true});
+        assert_eq!(cluster_events("cronstable-a", &mut s, &lead), ["now leads"]);
+        assert!(cluster_events("cronstable-a", &mut s, &lead).is_empty());
+        let alone = json!({"leader": null, "quorate": false});
+        assert_eq!(
+            cluster_events("cronstable-a", &mut s, &alone),
+            ["sees no leader", "lost its quorum"]
+        );
+        let follow = json!({"leader": "cronstable-b", "quorate": true});
+        assert_eq!(
+            cluster_events("cronstable-a", &mut s, &follow),
+            ["follows cronstable-b", "has a quorum"]
+        );
+    }
+
+    #[test]
+    fn the_event_feed_prints_unusual_skips_and_failed_runs_once() {
+        let mut s = Seen::default();
+        let body = |reason: &str, at: i64, exit: i64| {
+            json!({"jobs": [{
+                "name": "backup",
+                "lastDecision": {"verdict": "skip", "reason": reason, "scheduledAtMs": at,
+                                 "attempt": 1, "scheduledAt": "t"},
+                "lastRun": {"exitCode": exit, "signal": null, "timedOut": false,
+                            "scheduledAtMs": at - 1000, "attempt": 1},
+            }]})
+        };
+        let first = job_events(&mut s, &body("no_quorum", 2_000, 3));
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(first[0].contains("backup") && first[0].contains("no_quorum"));
+        assert!(first[1].contains("FAILED (exit 3"));
+        assert!(job_events(&mut s, &body("no_quorum", 2_000, 3)).is_empty());
+        // Another node leading is routine; a successful run is not an event.
+        assert!(job_events(&mut s, &body("not_leader", 3_000, 0)).is_empty());
+    }
 }

@@ -33,6 +33,17 @@ pub struct DemoArgs {
     /// shim, over real mTLS with a throwaway CA); 1 runs a single node with election off.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub nodes: usize,
+    /// Log every node's routine INFO lines too (by default only warnings and errors, each
+    /// naming its node, beside the demo's own view and events). `RUST_LOG` overrides both.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// The span a demo node's tasks run in, so that every line they log names the node. At ERROR
+/// level so that it is enabled whatever the filter lets through: a span the filter turns off
+/// would drop the node's name from the lines that do pass.
+pub fn node_span(name: &str) -> tracing::Span {
+    tracing::error_span!("node", node = %name)
 }
 
 /// The demo's crontab: one job of each policy, two of them on a seconds schedule so something
@@ -105,19 +116,26 @@ pub async fn run(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || crate::stop_requested(stop_rx.clone());
-    let coordinator = tokio::spawn(crate::run(
-        Config::default(),
-        "demo-node".into(),
-        crate::Environment::default(),
-        listeners,
-        stopped(),
-        // The demo reloads nothing: a closed channel.
-        tokio::sync::mpsc::channel(1).1,
+    let span = node_span("demo-node");
+    let coordinator = crate::spawn(tracing::Instrument::instrument(
+        crate::run(
+            Config::default(),
+            "demo-node".into(),
+            crate::Environment::default(),
+            listeners,
+            stopped(),
+            // The demo reloads nothing: a closed channel.
+            tokio::sync::mpsc::channel(1).1,
+        ),
+        span.clone(),
     ));
     let mut shim_config = cronstable_shim::ShimConfig::new(JobSource::Crontab(crontab), api_url);
     shim_config.executor_id = "demo-shim".into();
     let (_reload_tx, reload_rx) = tokio::sync::mpsc::channel(1);
-    let shim = tokio::spawn(cronstable_shim::run(shim_config, stopped(), reload_rx));
+    let shim = crate::spawn(tracing::Instrument::instrument(
+        cronstable_shim::run(shim_config, stopped(), reload_rx),
+        span,
+    ));
 
     tokio::select! {
         _ = shutdown => {}

@@ -340,7 +340,7 @@ impl GossipBackend {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        let server = tokio::spawn(server::serve(
+        let server = crate::spawn(server::serve(
             mesh.listener,
             PeerEndpoint {
                 tls: server_tls_rx,
@@ -604,7 +604,7 @@ impl Slot {
         };
         let host = poller.host().clone();
         let tls = tls.clone();
-        let task = tokio::spawn(async move {
+        let task = crate::spawn(async move {
             let result = poller.poll(&tls, timeout).await;
             (poller, result)
         });

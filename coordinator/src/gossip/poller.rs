@@ -258,7 +258,7 @@ impl Poller {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify(host, "HTTP handshake failed", &e))?;
-        let driver = tokio::spawn(async move {
+        let driver = crate::spawn(async move {
             let _ = conn.await;
         });
         Ok(Connection {

@@ -81,7 +81,7 @@ pub async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let endpoint = endpoint.clone();
-        connections.spawn(async move {
+        connections.spawn(tracing::Instrument::in_current_span(async move {
             let _permit = permit;
             let acceptor = TlsAcceptor::from(endpoint.tls.borrow().clone());
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
@@ -115,7 +115,7 @@ pub async fn serve(
             if let Err(e) = conn.await {
                 tracing::debug!(%remote, error = %e, "cluster: /peer connection ended");
             }
-        });
+        }));
     }
     connections.shutdown().await;
 }

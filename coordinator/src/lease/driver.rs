@@ -491,6 +491,6 @@ pub fn spawn(
             drop(job_tx);
         }),
     };
-    let task = tokio::spawn(drive(store, None, node_name.to_owned(), ctx));
+    let task = crate::spawn(drive(store, None, node_name.to_owned(), ctx));
     (rx, stop_tx, task)
 }

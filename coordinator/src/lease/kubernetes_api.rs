@@ -237,7 +237,7 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-    let _driver = AbortOnDrop(tokio::spawn(async move {
+    let _driver = AbortOnDrop(crate::spawn(async move {
         let _ = conn.await;
     }));
     let resp = sender
