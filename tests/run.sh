@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every cronstable test: unit, table and property tests of every crate, and the
-# cross-process integration tests (real binaries on loopback sockets).
+# Runs every cronstable test: the fast tier (unit, table, property and simulation tests of
+# every crate), the integration tier (real binaries on loopback sockets, a real etcd, Chromium)
+# and the root-only lab tests (network namespaces, the partition runs), then the doc tests and
+# the Python and TypeScript clients' conformance suites. README, Development, has the tiers.
 #
 # System packages the build needs are installed when this runs as root (Debian/Ubuntu);
 # otherwise a missing one is named and the script stops.
@@ -46,23 +48,39 @@ need_pkg chromedriver chromium-driver
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-echo "==> cargo test --workspace"
-cargo test --workspace --all-targets 2>&1 | tee "$log"
+# Every test target in one cargo invocation: the integration tests' own `cargo build` of the
+# binaries (`binary()` in tests/src/lib.rs) then finds them up to date.
+echo "==> cargo test --workspace --all-targets --no-run"
+cargo test --workspace --all-targets --no-run
+if cargo nextest --version >/dev/null 2>&1; then
+  # Each test in a process of its own, five at a time, the partition runs first (profile `ci`
+  # in .config/nextest.toml).
+  echo "==> cargo nextest run --workspace --profile ci"
+  cargo nextest run --workspace --all-targets --profile ci 2>&1 | tee "$log"
+else
+  echo "==> cargo test --workspace (cargo-nextest is not installed)"
+  cargo test --workspace --all-targets 2>&1 | tee "$log"
+fi
 echo "==> doc tests"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
 # The Python and TypeScript clients against live coordinators (PyPI and npm packages; openssl
-# makes the certificates of the gossip case).
+# makes the certificates of the gossip case), run on the coordinator binary the tests used
+# (building it alone would resolve other features and compile half the tree again).
 need_pkg openssl openssl
+target_dir="${CARGO_TARGET_DIR:-target}"
+case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
 echo "==> client conformance suites (clients/run-tests.sh)"
-bash clients/run-tests.sh 2>&1 | tee -a "$log"
+CRONSTABLE_BIN="$target_dir/debug/cronstable" bash clients/run-tests.sh 2>&1 | tee -a "$log"
 
-# One closing line over every test binary: cargo prints a result line per binary, and the
-# last of those is often a binary without tests.
-passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-# pytest's "N passed in" and node's TAP "# pass N".
+# One closing line over every runner: nextest's summary (or cargo's result line per binary),
+# pytest's "N passed" and node's TAP "# pass N".
+nextest=$(grep -Eo 'tests run: [0-9]+ passed' "$log" | awk '{s+=$3} END {print s+0}')
+cargo_t=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
 py=$(grep -Eo '^[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 node=$(grep -Eo '^# pass [0-9]+' "$log" | awk '{s+=$3} END {print s+0}')
-passed=$((passed + py + node))
-failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+passed=$((nextest + cargo_t + py + node))
+failed_cargo=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+failed_nextest=$(grep -E 'tests run: ' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+failed=$((failed_cargo + failed_nextest))
 echo
 echo "summary: $passed passed, $failed failed"
