@@ -5,81 +5,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::peer_harness::{TIMEOUT, client, report, serve};
+
 use bytes::Bytes;
 use cronstable_coordinator::config::address::HostPort;
 use cronstable_coordinator::config::cluster::TlsPaths;
 use cronstable_coordinator::gossip::certgen::TestCa;
 use cronstable_coordinator::gossip::poller::{ClientTls, Poller};
-use cronstable_coordinator::gossip::server::{self, PeerEndpoint};
-use cronstable_coordinator::gossip::tls::TlsMaterial;
 use cronstable_coordinator::gossip::wire::{JobSummary, LastRun, ServedBody};
-use cronstable_core::gossip::{Distribution, PeerReport, PollOutcome};
+use cronstable_core::gossip::PollOutcome;
 use rustls::pki_types::pem::PemObject;
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
-
-const TIMEOUT: Duration = Duration::from_secs(5);
-
-fn report(name: &str) -> PeerReport {
-    PeerReport {
-        node_name: name.into(),
-        job_set_id: "v1:abc".into(),
-        instance_id: format!("inst-{name}"),
-        cluster_size: 3,
-        distribution: Distribution::SingleLeader,
-        elect_leader: true,
-        quorate: false,
-        members: vec![],
-        mutual_agreeing: vec![],
-        quorate_vouched: vec![],
-        candidates_truncated: 0,
-        ran_reboot_jobs: vec![],
-    }
-}
-
-struct Served {
-    host: HostPort,
-    body: watch::Sender<Arc<ServedBody>>,
-    _stop: oneshot::Sender<()>,
-}
-
-/// Serves `body` on `ip` (port 0) with the identity in `paths`.
-async fn serve(ip: &str, paths: &TlsPaths, body: ServedBody) -> Served {
-    let tls = TlsMaterial::load(paths).unwrap();
-    let listener = TcpListener::bind((ip, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (_tls_tx, tls_rx) = watch::channel(tls.server.clone());
-    let (body_tx, body_rx) = watch::channel(Arc::new(body));
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _keep = _tls_tx;
-        server::serve(
-            listener,
-            PeerEndpoint {
-                tls: tls_rx,
-                body: body_rx,
-                idle_timeout: Duration::from_secs(30),
-                node_stats: None,
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await;
-    });
-    Served {
-        host: HostPort::new(ip, port),
-        body: body_tx,
-        _stop: stop,
-    }
-}
-
-fn client(paths: &TlsPaths) -> ClientTls {
-    ClientTls {
-        config: TlsMaterial::load(paths).unwrap().client,
-        generation: 0,
-    }
-}
 
 fn unreachable_error(o: &PollOutcome) -> &str {
     match o {
@@ -115,6 +51,7 @@ async fn gsp_10_11_a_poll_reads_the_report_then_gets_304s_over_one_connection() 
         "127.0.0.22",
         &b,
         ServedBody::encode(&report("b"), std::slice::from_ref(&job)),
+        false,
     )
     .await;
     let tls = client(&a);
@@ -155,7 +92,13 @@ async fn gsp_01_a_certificate_for_another_host_is_untrusted() {
     let b = ca
         .write_node(&dir.path().join("b"), "b", &["127.0.0.99"])
         .unwrap();
-    let served = serve("127.0.0.24", &b, ServedBody::encode(&report("b"), &[])).await;
+    let served = serve(
+        "127.0.0.24",
+        &b,
+        ServedBody::encode(&report("b"), &[]),
+        false,
+    )
+    .await;
     let out = Poller::new(served.host).poll(&client(&a), TIMEOUT).await;
     let PollOutcome::Untrusted { error } = &out.outcome else {
         panic!("{:?}", out.outcome)
@@ -176,7 +119,13 @@ async fn gsp_01_a_peer_from_another_ca_is_untrusted_both_ways() {
         .unwrap();
 
     // We poll an outsider: its certificate does not chain to our CA.
-    let outsider = serve("127.0.0.26", &x, ServedBody::encode(&report("x"), &[])).await;
+    let outsider = serve(
+        "127.0.0.26",
+        &x,
+        ServedBody::encode(&report("x"), &[]),
+        false,
+    )
+    .await;
     let out = Poller::new(outsider.host).poll(&client(&a), TIMEOUT).await;
     assert!(
         matches!(out.outcome, PollOutcome::Untrusted { .. }),
@@ -190,7 +139,13 @@ async fn gsp_01_a_peer_from_another_ca_is_untrusted_both_ways() {
         ca: a.ca.clone(),
         ..x.clone()
     };
-    let member = serve("127.0.0.25", &a, ServedBody::encode(&report("a"), &[])).await;
+    let member = serve(
+        "127.0.0.25",
+        &a,
+        ServedBody::encode(&report("a"), &[]),
+        false,
+    )
+    .await;
     let out = Poller::new(member.host)
         .poll(&client(&x_trusting_us), TIMEOUT)
         .await;
@@ -261,7 +216,7 @@ async fn gsp_07_08_oversize_and_malformed_bodies_are_no_data_not_a_crash() {
         bytes: Bytes::from(vec![b'x'; 2 * 1024 * 1024]),
         etag: "\"huge\"".into(),
     };
-    let served = serve("127.0.0.32", &b, huge).await;
+    let served = serve("127.0.0.32", &b, huge, false).await;
     let tls = client(&a);
     let mut poller = Poller::new(served.host.clone());
     let out = poller.poll(&tls, TIMEOUT).await;
@@ -330,7 +285,13 @@ async fn gsp_05_the_cluster_listener_serves_get_peer_and_nothing_else() {
     let b = ca
         .write_node(&dir.path().join("b"), "b", &["127.0.0.34"])
         .unwrap();
-    let served = serve("127.0.0.34", &b, ServedBody::encode(&report("b"), &[])).await;
+    let served = serve(
+        "127.0.0.34",
+        &b,
+        ServedBody::encode(&report("b"), &[]),
+        false,
+    )
+    .await;
     let tls = client(&a);
     assert_eq!(raw_status(&served.host, &tls, "GET", "/peer").await, 200);
     assert_eq!(raw_status(&served.host, &tls, "GET", "/cluster").await, 404);
@@ -345,7 +306,13 @@ async fn gsp_01_a_client_without_a_certificate_is_refused() {
     let b = ca
         .write_node(&dir.path().join("b"), "b", &["127.0.0.36"])
         .unwrap();
-    let served = serve("127.0.0.36", &b, ServedBody::encode(&report("b"), &[])).await;
+    let served = serve(
+        "127.0.0.36",
+        &b,
+        ServedBody::encode(&report("b"), &[]),
+        false,
+    )
+    .await;
     // Trusts the right CA but presents no client certificate.
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_file_iter(&b.ca).unwrap() {

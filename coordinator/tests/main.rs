@@ -8,3 +8,4 @@ mod config_jobs;
 mod config_rules;
 mod gossip_transport;
 mod node_stats_header;
+mod peer_harness;

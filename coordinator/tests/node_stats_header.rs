@@ -2,40 +2,14 @@
 //! the header rides both full 200s and bodyless 304s, a poller only reads it when told to
 //! (observability on), and a hostile value reaches the poll result as "no data".
 
-use std::sync::Arc;
-use std::time::Duration;
+use crate::peer_harness::{TIMEOUT, client, report, serve};
 
-use cronstable_coordinator::config::address::HostPort;
-use cronstable_coordinator::config::cluster::TlsPaths;
 use cronstable_coordinator::gossip::certgen::TestCa;
 use cronstable_coordinator::gossip::node_stats::PeerNodeStats;
-use cronstable_coordinator::gossip::poller::{ClientTls, Poller};
-use cronstable_coordinator::gossip::server::{self, PeerEndpoint};
-use cronstable_coordinator::gossip::tls::TlsMaterial;
+use cronstable_coordinator::gossip::poller::Poller;
 use cronstable_coordinator::gossip::wire::ServedBody;
-use cronstable_core::gossip::{Distribution, PeerReport, PollOutcome};
+use cronstable_core::gossip::PollOutcome;
 use http::HeaderValue;
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
-
-const TIMEOUT: Duration = Duration::from_secs(5);
-
-fn report(name: &str) -> PeerReport {
-    PeerReport {
-        node_name: name.into(),
-        job_set_id: "v1:abc".into(),
-        instance_id: format!("inst-{name}"),
-        cluster_size: 2,
-        distribution: Distribution::SingleLeader,
-        elect_leader: true,
-        quorate: false,
-        members: vec![],
-        mutual_agreeing: vec![],
-        quorate_vouched: vec![],
-        candidates_truncated: 0,
-        ran_reboot_jobs: vec![],
-    }
-}
 
 fn stats(cpu: f64) -> PeerNodeStats {
     PeerNodeStats {
@@ -44,51 +18,6 @@ fn stats(cpu: f64) -> PeerNodeStats {
         memory_used_percent: Some(50.0),
         memory_total_bytes: Some(8 << 30),
         memory_available_bytes: Some(4 << 30),
-    }
-}
-
-struct Served {
-    host: HostPort,
-    stats: watch::Sender<Option<HeaderValue>>,
-    _stop: oneshot::Sender<()>,
-}
-
-/// Serves a fixed body on `ip` (port 0), with the header value the returned sender holds.
-async fn serve(ip: &str, paths: &TlsPaths) -> Served {
-    let tls = TlsMaterial::load(paths).unwrap();
-    let listener = TcpListener::bind((ip, 0)).await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tls_tx, tls_rx) = watch::channel(tls.server.clone());
-    let (body_tx, body_rx) = watch::channel(Arc::new(ServedBody::encode(&report("b"), &[])));
-    let (stats_tx, stats_rx) = watch::channel(stats(10.0).to_header());
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _keep = (tls_tx, body_tx);
-        server::serve(
-            listener,
-            PeerEndpoint {
-                tls: tls_rx,
-                body: body_rx,
-                idle_timeout: Duration::from_secs(30),
-                node_stats: Some(stats_rx),
-            },
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await;
-    });
-    Served {
-        host: HostPort::new(ip, port),
-        stats: stats_tx,
-        _stop: stop,
-    }
-}
-
-fn client(paths: &TlsPaths) -> ClientTls {
-    ClientTls {
-        config: TlsMaterial::load(paths).unwrap().client,
-        generation: 0,
     }
 }
 
@@ -102,7 +31,14 @@ async fn gsp_112_node_stats_ride_200s_and_304s_and_bad_values_are_no_data() {
     let b = ca
         .write_node(&dir.path().join("b"), "b", &["127.0.0.42"])
         .unwrap();
-    let served = serve("127.0.0.42", &b).await;
+    let served = serve(
+        "127.0.0.42",
+        &b,
+        ServedBody::encode(&report("b"), &[]),
+        true,
+    )
+    .await;
+    served.stats.send_replace(stats(10.0).to_header());
     let tls = client(&a);
     let mut poller = Poller::new(served.host.clone()).reading_node_stats(true);
 

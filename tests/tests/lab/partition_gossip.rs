@@ -58,7 +58,9 @@ fn short_run(backend: HarnessBackend, lab: u8) {
         // Long enough that Leader liveness has targets to judge between faults even after a
         // lease backend's ttl + 2 s grace (a window needs ε = 5 s of health after its start).
         rest: Duration::from_secs(14),
-        stabilise: Duration::from_secs(25),
+        // Longer than the longest job interval (30 s) plus a target's window (ε + F + duration,
+        // up to 13 s), so every run has targets after the final heal to judge no-wedge on.
+        stabilise: Duration::from_secs(45),
         title: title.clone(),
         // Only the leader is restarted cut off, to fit CI's time; the long run restarts every
         // node.
