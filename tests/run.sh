@@ -73,14 +73,14 @@ echo "==> client conformance suites (clients/run-tests.sh)"
 CRONSTABLE_BIN="$target_dir/debug/cronstable" bash clients/run-tests.sh 2>&1 | tee -a "$log"
 
 # One closing line over every runner: nextest's summary (or cargo's result line per binary),
-# pytest's "N passed" and node's TAP "# pass N".
-nextest=$(grep -Eo 'tests run: [0-9]+ passed' "$log" | awk '{s+=$3} END {print s+0}')
-cargo_t=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-py=$(grep -Eo '^[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
-node=$(grep -Eo '^# pass [0-9]+' "$log" | awk '{s+=$3} END {print s+0}')
+# pytest's "N passed" and node's TAP "# pass N". awk, not grep: a grep that matches nothing
+# fails, and under `set -e -o pipefail` that would end the script before its summary.
+count() { awk "$1" "$log"; }
+nextest=$(count '/tests run: [0-9]+ passed/ { for (i = 1; i < NF; i++) if ($i == "run:") s += $(i + 1) } END { print s + 0 }')
+cargo_t=$(count '/^test result: / { s += $4 } END { print s + 0 }')
+py=$(count '/^[0-9]+ passed/ { s += $1 } END { print s + 0 }')
+node=$(count '/^# pass [0-9]+/ { s += $3 } END { print s + 0 }')
 passed=$((nextest + cargo_t + py + node))
-failed_cargo=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
-failed_nextest=$(grep -E 'tests run: ' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
-failed=$((failed_cargo + failed_nextest))
+failed=$(count '/^test result: |tests run: / { for (i = 2; i <= NF; i++) if ($i ~ /^failed[;,]?$/) s += $(i - 1) } END { print s + 0 }')
 echo
 echo "summary: $passed passed, $failed failed"
