@@ -182,6 +182,30 @@ fn self_entry_is_only_provable_on_a_matching_listener() {
 }
 
 #[test]
+fn loopback_peers_on_other_addresses_are_other_nodes() {
+    // Three nodes on distinct loopback addresses and one port: the peers are other listeners.
+    let text = "cluster:\n  listen: 127.0.0.11:8443\n  tls: {ca: a, cert: b, key: c}\n  peers:\n    - host: 127.0.0.12:8443\n    - host: 127.0.0.13:8443\n  electLeader: true\n";
+    let loaded = config::parse(text, "c.yaml").unwrap();
+    assert_eq!(loaded.config.cluster.unwrap().size(), 3);
+    // The listener's own address and port is still this node.
+    let own = text.replace("127.0.0.13:8443", "127.0.0.11:8443");
+    let e = config::parse(&own, "c.yaml").unwrap_err();
+    assert_eq!(e.0[0].path, "cluster.peers[1].host");
+    // localhost reaches a listener on 127.0.0.1, not one on 127.0.0.11.
+    let named = text.replace("127.0.0.13:8443", "localhost:8443");
+    assert!(config::parse(&named, "c.yaml").is_ok());
+    let named = named.replace("127.0.0.11:8443", "127.0.0.1:8443");
+    let e = config::parse(&named, "c.yaml").unwrap_err();
+    assert_eq!(e.0[0].path, "cluster.peers[1].host");
+    // 0.0.0.0 accepts every IPv4 loopback address; [::1] is not one of them.
+    let wildcard = text.replace("127.0.0.11:8443", "0.0.0.0:8443");
+    let e = config::parse(&wildcard, "c.yaml").unwrap_err();
+    assert_eq!(e.0[0].path, "cluster.peers[0].host");
+    let v6 = "cluster:\n  listen: 0.0.0.0:8443\n  tls: {ca: a, cert: b, key: c}\n  peers:\n    - host: \"[::1]:8443\"\n    - host: x:1\n  electLeader: true\n";
+    assert!(config::parse(v6, "c.yaml").is_ok());
+}
+
+#[test]
 fn lease_backends_force_election_and_clear_gossip_keys() {
     let loaded = load("lease-advisories.yaml");
     let c = loaded.config.cluster.unwrap();

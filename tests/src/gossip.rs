@@ -64,6 +64,9 @@ pub struct ClusterPlan {
     /// Node addresses instead of `127.0.<subnet>.<10 + i>` (the netns lab's), with fixed ports
     /// (each namespace has its own port space) and the HTTP API on all interfaces.
     pub hosts: Option<Vec<String>>,
+    /// Every node's `/peer` listener on one port (each on its own loopback address), the
+    /// common local layout; otherwise each node draws a port of its own.
+    pub one_peer_port: bool,
 }
 
 impl ClusterPlan {
@@ -76,6 +79,7 @@ impl ClusterPlan {
             interval: "1s",
             connect_timeout: "1s",
             hosts: None,
+            one_peer_port: false,
         }
     }
 }
@@ -93,6 +97,7 @@ impl ClusterFiles {
     /// Mints certificates and writes one config per node into `dir`.
     pub fn write(dir: &Path, plan: &ClusterPlan) -> Self {
         let ca = TestCa::new("cronstable-test-ca");
+        let shared_peer_port = plan.one_peer_port.then(free_port);
         let mut nodes: Vec<NodeSpec> = plan
             .names
             .iter()
@@ -115,7 +120,7 @@ impl ClusterFiles {
                         "127.0.0.1".into()
                     },
                     ip,
-                    peer_port: port(8443),
+                    peer_port: shared_peer_port.unwrap_or_else(|| port(8443)),
                     api_port: port(7400),
                     web_port: port(8080),
                     tls,

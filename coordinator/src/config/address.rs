@@ -85,6 +85,42 @@ impl HostPort {
             .parse::<IpAddr>()
             .is_ok_and(|ip| ip.is_unspecified())
     }
+
+    /// True when a listener bound to this address would accept a connection made to `peer`
+    /// over loopback, on this machine: the same port, and either the very loopback address
+    /// (`localhost` standing for 127.0.0.1 and ::1), or a wildcard that covers it (`0.0.0.0`
+    /// every IPv4 loopback address, `::` every one). `127.0.0.11` does not accept a connection
+    /// to `127.0.0.12`: three nodes on distinct loopback addresses and one port are three nodes.
+    pub fn accepts_loopback(&self, peer: &HostPort) -> bool {
+        if self.port != peer.port {
+            return false;
+        }
+        let peer_ips = peer.loopback_ips();
+        match self.host.parse::<IpAddr>() {
+            Ok(IpAddr::V4(ip)) if ip.is_unspecified() => peer_ips.iter().any(IpAddr::is_ipv4),
+            Ok(IpAddr::V6(ip)) if ip.is_unspecified() => !peer_ips.is_empty(),
+            _ => {
+                let mine = self.loopback_ips();
+                peer_ips.iter().any(|ip| mine.contains(ip))
+            }
+        }
+    }
+
+    /// The loopback addresses this host names: itself for a loopback literal, 127.0.0.1 and
+    /// ::1 for `localhost` (and `*.localhost`), none otherwise.
+    fn loopback_ips(&self) -> Vec<IpAddr> {
+        match self.host.parse::<IpAddr>() {
+            Ok(ip) if ip.is_loopback() => vec![ip],
+            Ok(_) => Vec::new(),
+            Err(_) if self.is_loopback() => {
+                vec![
+                    IpAddr::from([127, 0, 0, 1]),
+                    IpAddr::V6(Ipv6Addr::LOCALHOST),
+                ]
+            }
+            Err(_) => Vec::new(),
+        }
+    }
 }
 
 impl fmt::Display for HostPort {

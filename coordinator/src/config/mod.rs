@@ -60,8 +60,9 @@
 //!
 //! # Self entries in `peers` (CFG-05)
 //!
-//! A peer that is provably this node (a loopback host on this node's `cluster.listen` port,
-//! when `listen` binds loopback or the wildcard) is a **ConfigError when `electLeader` is on**:
+//! A peer that is provably this node (a loopback address that this node's `cluster.listen`
+//! would accept a connection to: the same port, and the same loopback address or a wildcard
+//! covering it; `127.0.0.12:8443` is another node beside a listener on `127.0.0.11:8443`) is a **ConfigError when `electLeader` is on**:
 //! it inflates N, and a self-padded "3-node" cluster of 2 real nodes would run as a degenerate
 //! 2-of-2 quorum where any failure stops every Leader job. Without election it only skews the
 //! attestation view, so it is a **warning**. Other self entries (a routable address) can only

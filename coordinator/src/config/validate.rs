@@ -324,18 +324,16 @@ fn peers(ctx: &mut Ctx<'_>, path: &str, raw: &[RawPeer]) -> (Vec<(usize, PeerCon
     (kept, first.len())
 }
 
-/// Peers that are provably this node (CFG-05): a loopback host on `listen`'s port, when
-/// `listen` binds loopback or every interface (so the loopback connection reaches it).
+/// Peers that are provably this node (CFG-05): a loopback peer that this node's listener would
+/// accept a connection to ([`HostPort::accepts_loopback`]). A loopback peer on another
+/// loopback address is another process, even on the same port.
 fn self_entries(listen: Option<&HostPort>, peers: &[(usize, PeerConfig)]) -> Vec<(usize, String)> {
     let Some(listen) = listen else {
         return Vec::new();
     };
-    if !(listen.is_loopback() || listen.is_unspecified()) {
-        return Vec::new();
-    }
     peers
         .iter()
-        .filter(|(_, p)| p.host.port == listen.port && p.host.is_loopback())
+        .filter(|(_, p)| listen.accepts_loopback(&p.host))
         .map(|(i, p)| (*i, p.host.to_string()))
         .collect()
 }
@@ -343,7 +341,7 @@ fn self_entries(listen: Option<&HostPort>, peers: &[(usize, PeerConfig)]) -> Vec
 fn self_entry_message(host: &str, listen: Option<&HostPort>) -> String {
     let listen = listen.map(ToString::to_string).unwrap_or_default();
     format!(
-        "{host} is this node itself (a loopback address on this node's listen port, listen \
+        "{host} is this node itself (a loopback address this node's listener accepts, listen \
          {listen}); list only the OTHER members"
     )
 }

@@ -64,6 +64,23 @@ fn shim_with(
     Proc::spawn(&format!("shim {node}"), cmd)
 }
 
+/// Three nodes on distinct loopback addresses and one `/peer` port (the common local layout):
+/// each peer is another node, not "this node itself", so they start and elect (CFG-05 counts
+/// only an address the listener accepts as this node). On main every node refused to start.
+#[test]
+fn cfg_05_nodes_on_distinct_loopback_addresses_and_one_port_form_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = ClusterPlan::new(3, 111);
+    plan.one_peer_port = true;
+    let files = ClusterFiles::write(dir.path(), &plan);
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    for node in &nodes {
+        let v = wait_cluster("n1 elected everywhere", node, |v| leader_is(v, "n1"));
+        assert_eq!(v["cluster_size"], 3, "{v}");
+        assert_eq!(v["quorate"], true, "{v}");
+    }
+}
+
 #[test]
 fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
     let dir = tempfile::tempdir().unwrap();
