@@ -14,7 +14,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use cronstable_tests::PATIENCE;
-use cronstable_tests::lease::{Etcd, Store, start_lease_node, wait_one_leader};
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
 
 /// A part of one round (ttl/3) that spreads successive calls over the whole round (the
 /// golden-ratio sequence), so the trials sample every phase.

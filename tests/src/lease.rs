@@ -71,5 +71,3 @@ pub fn wait_one_leader(webs: &[SocketAddr], limit: Duration) -> Option<(usize, D
     }
     None
 }
-
-pub use crate::etcd::Etcd;

@@ -9,7 +9,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use cronstable_tests::lease::{Etcd, Store, start_lease_node, wait_one_leader};
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
 use cronstable_tests::{Coordinator, PATIENCE, http};
 
 const TTL: u64 = 3;

@@ -9,7 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use cronstable_tests::lease::{Etcd, Store, start_lease_node, wait_one_leader};
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
 use cronstable_tests::{
     Coordinator, PATIENCE, Proc, binary, http, start_job, wait_for, wait_for_state,
 };

@@ -11,8 +11,9 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 
+use cronstable_tests::etcd::Etcd;
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
-use cronstable_tests::lease::{Etcd, Store, start_lease_node};
+use cronstable_tests::lease::{Store, start_lease_node};
 use cronstable_tests::{Coordinator, http, lines, start_shim, wait_for, wait_for_state};
 use serde_json::Value;
 

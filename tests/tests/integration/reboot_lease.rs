@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cronstable_coordinator::clock::now_ms;
-use cronstable_tests::lease::{Etcd, Store, start_lease_node, wait_one_leader};
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
 use cronstable_tests::{Coordinator, PATIENCE, Proc, binary, http, wait_for_state};
 
 const TTL: u64 = 3;

@@ -11,7 +11,8 @@
 
 use std::path::Path;
 
-use cronstable_tests::lease::{Etcd, Store, is_leader, start_lease_node, wait_one_leader};
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, is_leader, start_lease_node, wait_one_leader};
 use cronstable_tests::{Coordinator, PATIENCE, http, lines, start_shim, wait_for, wait_for_state};
 
 const TTL: u64 = 3;

@@ -458,7 +458,7 @@ fn run_history_survives_a_restart_with_a_state_path() {
 #[test]
 fn run_history_survives_a_restart_with_the_etcd_store() {
     let dir = tempfile::tempdir().unwrap();
-    let etcd = cronstable_tests::lease::Etcd::start();
+    let etcd = cronstable_tests::etcd::Etcd::start();
     let extra = format!(
         "cluster:\n  backend: etcd\n  nodeName: n1\n  etcd:\n    endpoints: [\"{}\"]\n    \
          ttl: 6\nstate:\n  store: etcd\n",
