@@ -52,6 +52,25 @@ pub fn binary(name: &str) -> PathBuf {
         };
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "--quiet", "--workspace", "--bins", kind]);
+        // Not the variables cargo sets for this test process (CARGO_MANIFEST_DIR, CARGO_PKG_*,
+        // …): some build scripts (ring's) rerun when one changes, and the rebuild would then
+        // replace the test binaries that nextest is running at that moment.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_",
+            ]
+            .iter()
+            .any(|p| key.starts_with(p))
+                || key == "CARGO_TARGET_TMPDIR"
+            {
+                cmd.env_remove(&*key);
+            }
+        }
         if dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
