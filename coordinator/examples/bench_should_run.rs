@@ -132,6 +132,7 @@ async fn measure(
                     scheduled_at_ms: 1_780_000_000_000 + n * 1000 + w as i64,
                     kind: pb::FiringKind::Scheduled as i32,
                     attempt: 1,
+                    ..Default::default()
                 };
                 let t = Instant::now();
                 client.should_run(req).await.unwrap();

@@ -62,6 +62,7 @@ async fn measure(
                     scheduled_at_ms: 1_780_000_000_000 + n * 1000 + w as i64,
                     kind: pb::FiringKind::Scheduled as i32,
                     attempt: 1,
+                    ..Default::default()
                 };
                 let t = Instant::now();
                 let r = client.should_run(req).await.unwrap().into_inner();

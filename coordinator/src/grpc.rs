@@ -17,6 +17,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::clock::now_ms;
+use crate::executors::{Instance, is_config_executor};
 use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction, ManualStartError};
@@ -67,6 +68,37 @@ impl ExecutorService {
             None => Err(unknown_job(job)),
         }
     }
+
+    /// A job an executor registered is decided only for that executor's live instance: a RUN
+    /// answered to anyone else would be launched beside the executor's own run. Jobs from the
+    /// coordinator's own `jobs:` file are run by crond through `cronstable-gate`, under the
+    /// gate's executor id, so any executor may ask about those.
+    fn require_executor_of(
+        &self,
+        job: &str,
+        executor_id: &str,
+        instance_id: &str,
+    ) -> Result<(), Status> {
+        let set = self.state.registry.current();
+        let Some(registered) = set.get(job) else {
+            return Err(unknown_job(job));
+        };
+        let owner = &registered.executor_id;
+        if is_config_executor(owner) {
+            return Ok(());
+        }
+        if owner != executor_id {
+            return Err(Status::failed_precondition(format!(
+                "job {job:?} is registered on this node by executor {owner:?}, so executor \
+                 {executor_id:?} may not run it: a RUN answered to both would launch each \
+                 firing twice"
+            )));
+        }
+        self.state
+            .executors
+            .check(executor_id, instance_id, tokio::time::Instant::now())
+            .map_err(|held| Status::failed_precondition(held.to_string()))
+    }
 }
 
 type InstructionStream = Pin<Box<dyn Stream<Item = Result<pb::Instruction, Status>> + Send>>;
@@ -88,14 +120,42 @@ impl Executor for ExecutorService {
             .map_err(invalid)?;
         let count = jobs.len();
         let before = self.state.registry.current().id.clone();
-        let set = self
+        let asker = Instance {
+            id: req.instance_id.clone(),
+            pid: req.pid,
+        };
+        let claimed = self
             .state
-            .registry
-            .register(&req.executor_id, jobs)
-            .map_err(|e| match e {
-                RegisterError::TakenByOther { .. } => Status::already_exists(e.to_string()),
-                other => Status::invalid_argument(other.to_string()),
+            .executors
+            .claim(
+                &req.executor_id,
+                asker.clone(),
+                tokio::time::Instant::now(),
+                |id| self.state.is_watching(id),
+                || self.state.registry.register(&req.executor_id, jobs),
+            )
+            .map_err(|held| {
+                tracing::warn!(
+                    executor = req.executor_id,
+                    holder = %held.holder,
+                    refused = %held.asker,
+                    "refused a second instance of an executor: {held}"
+                );
+                Status::failed_precondition(held.to_string())
             })?;
+        let (set, takeover) = claimed.map_err(|e| match e {
+            RegisterError::TakenByOther { .. } => Status::already_exists(e.to_string()),
+            other => Status::invalid_argument(other.to_string()),
+        })?;
+        if let Some(t) = takeover {
+            tracing::warn!(
+                executor = req.executor_id,
+                previous = %t.previous,
+                "{asker} takes over executor {:?} from {}, which is gone",
+                req.executor_id,
+                t.previous
+            );
+        }
         if set.id != before {
             tracing::info!(job_set_id = %set.id, jobs = set.jobs.len(), "job-set ID changed");
         }
@@ -135,6 +195,7 @@ impl Executor for ExecutorService {
         let req = request.into_inner();
         require(&req.job, "job")?;
         let kind = kind_from_wire(req.kind, req.attempt).map_err(invalid)?;
+        self.require_executor_of(&req.job, &req.executor_id, &req.instance_id)?;
         let attempt = req.attempt.max(1);
         let answer = self
             .state
@@ -303,7 +364,18 @@ impl Executor for ExecutorService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         let req = request.into_inner();
         require(&req.executor_id, "executor_id")?;
+        self.state
+            .executors
+            .check(
+                &req.executor_id,
+                &req.instance_id,
+                tokio::time::Instant::now(),
+            )
+            .map_err(|held| Status::failed_precondition(held.to_string()))?;
         let mut instructions = self.state.open_watch(&req.executor_id);
+        self.state
+            .executors
+            .watch_opened(&req.executor_id, &req.instance_id);
         let mut job_sets = self.state.registry.subscribe();
         let hello = pb::Instruction {
             kind: Some(pb::instruction::Kind::Hello(pb::Hello {

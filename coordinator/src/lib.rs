@@ -33,6 +33,7 @@ pub mod config;
 pub mod deferred;
 pub mod demo;
 pub mod events;
+pub mod executors;
 pub mod gossip;
 pub mod grpc;
 pub mod jobs;

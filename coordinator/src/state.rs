@@ -120,6 +120,8 @@ pub struct CoordinatorState {
     pub view: watch::Receiver<ClusterView>,
     /// The registered job set.
     pub registry: JobRegistry,
+    /// Which live process instance holds each executor id (one per executor per node).
+    pub executors: Arc<crate::executors::Executors>,
     /// The run ledger. Write through [`Self::record`], so the metrics see every record.
     pub ledger: Ledger,
     /// The Prometheus series.
@@ -141,6 +143,7 @@ impl CoordinatorState {
         Self {
             view,
             registry: JobRegistry::new(),
+            executors: Arc::default(),
             ledger: Ledger::new(),
             metrics: Metrics::new(),
             reboot_ran: RebootRan::new(),

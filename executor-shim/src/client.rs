@@ -82,6 +82,19 @@ impl CallError {
         )
     }
 
+    /// True when the coordinator refused this process because another live process holds its
+    /// executor id or the job (FAILED_PRECONDITION), or another executor registered the same
+    /// job name (ALREADY_EXISTS): this process must run none of those jobs.
+    pub fn is_held_elsewhere(&self) -> bool {
+        matches!(
+            self,
+            CallError::Refused {
+                code: Code::FailedPrecondition | Code::AlreadyExists,
+                ..
+            }
+        )
+    }
+
     /// True when the coordinator did not answer at all.
     pub fn is_unreachable(&self) -> bool {
         matches!(self, CallError::Unreachable(_))
@@ -116,7 +129,20 @@ pub struct Coordinator {
     /// Coalesces ShouldRun questions asked at the same moment (see [`crate::batch`]).
     questions: crate::batch::Batcher,
     executor_id: String,
+    /// This process's instance id: one live instance holds an executor id on a node.
+    instance_id: Arc<str>,
     deadline: Duration,
+}
+
+/// A random id for this process start: `RandomState` is seeded from the OS's randomness.
+pub fn new_instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    format!("{:016x}{:016x}", word(), word())
 }
 
 impl Coordinator {
@@ -164,6 +190,7 @@ impl Coordinator {
             client: ExecutorClient::new(channel),
             questions: crate::batch::Batcher::default(),
             executor_id,
+            instance_id: new_instance_id().into(),
             deadline,
         })
     }
@@ -201,6 +228,8 @@ impl Coordinator {
         let req = pb::RegisterJobsRequest {
             executor_id: self.executor_id.clone(),
             jobs: jobs.iter().map(job_to_wire).collect(),
+            instance_id: self.instance_id.to_string(),
+            pid: std::process::id(),
         };
         let mut c = self.client.clone();
         let r = self.bounded(c.register_jobs(self.request(req))).await?;
@@ -237,6 +266,7 @@ impl Coordinator {
             scheduled_at_ms,
             kind: kind_to_wire(kind) as i32,
             attempt,
+            instance_id: self.instance_id.to_string(),
         };
         let r = self.questions.ask(&self.client, self.deadline, req).await?;
         let verdict = match pb::Verdict::try_from(r.verdict) {
@@ -330,6 +360,7 @@ impl Coordinator {
     pub async fn watch(&self) -> Result<tonic::Streaming<pb::Instruction>, CallError> {
         let req = pb::WatchRequest {
             executor_id: self.executor_id.clone(),
+            instance_id: self.instance_id.to_string(),
         };
         let mut c = self.client.clone();
         match tokio::time::timeout(self.deadline, c.watch(tonic::Request::new(req))).await {

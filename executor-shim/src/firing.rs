@@ -64,6 +64,10 @@ pub struct FiringContext {
     /// it made EveryNode (election off) still runs while it cannot be reached, for a bounded
     /// time.
     pub election: Arc<watch::Sender<ElectionMemory>>,
+    /// Set, with the coordinator's reason, while another live process holds this shim's
+    /// executor id or its jobs on this node: the shim then runs nothing at all (not even
+    /// EveryNode jobs, which that process runs), and the session keeps asking to take over.
+    pub standby: Arc<watch::Sender<Option<String>>>,
 }
 
 /// The gate's answer as the shim acts on it.
@@ -84,6 +88,37 @@ struct Gated {
 impl FiringContext {
     fn stopping(&self) -> bool {
         *self.stopping.borrow()
+    }
+
+    /// True while another live process runs this shim's jobs (see [`Self::standby`]).
+    pub fn is_standby(&self) -> bool {
+        self.standby.borrow().is_some()
+    }
+
+    /// Enters standby with the coordinator's reason; logs once per change.
+    pub fn enter_standby(&self, reason: &str) {
+        let changed = self.standby.send_if_modified(|s| {
+            if s.is_none() {
+                *s = Some(reason.to_owned());
+                true
+            } else {
+                false
+            }
+        });
+        if changed {
+            tracing::error!(
+                "this shim runs no job while another process holds its executor id or jobs on this node: {reason}"
+            );
+        }
+    }
+
+    /// Leaves standby (a registration was accepted); logs once per change.
+    pub fn leave_standby(&self) {
+        if self.standby.send_replace(None).is_some() {
+            tracing::warn!(
+                "the coordinator accepted this shim's registration: it runs this executor's jobs now"
+            );
+        }
     }
 
     /// Sleeps for `d`, or returns false early when the shim starts shutting down.
@@ -119,7 +154,14 @@ impl FiringContext {
                 .iter()
                 .map(|j| (*j.spec).clone())
                 .collect();
-            if let Ok(registration) = self.coordinator.register(&specs).await {
+            let registration = self.coordinator.register(&specs).await;
+            if let Err(e) = &registration
+                && e.is_held_elsewhere()
+            {
+                self.enter_standby(&e.to_string());
+            }
+            if let Ok(registration) = registration {
+                self.leave_standby();
                 self.registered
                     .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
                 self.election.send_replace(ElectionMemory::registered(
@@ -144,6 +186,12 @@ impl FiringContext {
                     local: true,
                 };
             }
+        }
+        if let Err(e) = &answer
+            && e.is_held_elsewhere()
+        {
+            self.enter_standby(&e.to_string());
+            self.reregister.notify_one();
         }
         match answer {
             Ok(a) => {
@@ -354,7 +402,15 @@ pub(crate) async fn run_sequence(
             }
         }
         let registered_before = kind == FiringKind::Reboot && registered_now();
+        if ctx.is_standby() {
+            tracing::debug!(job = job.name, scheduled_at = %scheduled_at, "not run: another process holds this executor");
+            return;
+        }
         let gate = ctx.ask(&job, at_ms, kind, attempt).await;
+        if ctx.is_standby() {
+            // Refused as a second instance while asking: the other process runs this firing.
+            return;
+        }
         if registered_before && !gate.local && !registered_now() {
             // A reload landed while the question was in flight, so it was decided under the
             // job set the shim just left: ask again under the new one (RBT-07, RBT-21).

@@ -147,6 +147,7 @@ pub async fn run(
         jobs: jobs_rx.clone(),
         wakeups: wakeups::DeferredWakeups::new(),
         registered: Arc::new(watch::channel(None).0),
+        standby: Arc::new(watch::channel(None).0),
         election: Arc::new(watch::channel(election_memory::ElectionMemory::default()).0),
     };
     tracing::info!(

@@ -17,6 +17,8 @@ use crate::source::LoadedJob;
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// How often a shim in standby (another live process holds its executor id) asks to take over.
+const STANDBY_RETRY: Duration = Duration::from_secs(1);
 
 /// Keeps the session alive until the shim stops.
 pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<LoadedJob>>>) {
@@ -33,7 +35,15 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
             .map(|j| (*j.spec).clone())
             .collect();
         match ctx.coordinator.register(&specs).await {
+            Err(e) if e.is_held_elsewhere() => {
+                ctx.enter_standby(&e.to_string());
+                if !sleep_or_stop(&mut stopping, STANDBY_RETRY).await {
+                    return;
+                }
+                continue;
+            }
             Ok(registration) => {
+                ctx.leave_standby();
                 tracing::info!(
                     jobs = specs.len(),
                     job_set_id = registration.job_set_id,
@@ -69,6 +79,13 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
         }
         let mut stream = match ctx.coordinator.watch().await {
             Ok(s) => s,
+            Err(e) if e.is_held_elsewhere() => {
+                ctx.enter_standby(&e.to_string());
+                if !sleep_or_stop(&mut stopping, STANDBY_RETRY).await {
+                    return;
+                }
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot open the instruction stream");
                 if !sleep_or_stop(&mut stopping, backoff).await {

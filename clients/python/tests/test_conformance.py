@@ -287,3 +287,18 @@ def test_CONF_12_handoff_without_a_shared_store_is_not_transferred(
     with pytest.raises(CoordinatorError) as e:
         client.handoff(unique("unregistered"), AT, 2, 2, AT + 1000)
     assert e.value.code is grpc.StatusCode.NOT_FOUND
+
+
+def test_CONF_13_a_second_instance_of_an_executor_is_refused(election_off: Coordinator) -> None:
+    first = client_for(election_off)
+    second = Client(election_off.api, timeout=2.0, executor_id=first.executor_id)
+    job = unique("conf13")
+    first.register([Job(job, "* * * * *", "true")])
+    with pytest.raises(CoordinatorError) as e:
+        second.register([Job(job, "* * * * *", "true")])
+    assert e.value.code is grpc.StatusCode.FAILED_PRECONDITION
+    assert first.instance_id in e.value.message, e.value.message
+    with pytest.raises(CoordinatorError) as e:
+        second.should_run(job, AT)
+    assert e.value.code is grpc.StatusCode.FAILED_PRECONDITION
+    assert first.should_run(job, AT).verdict is Verdict.RUN

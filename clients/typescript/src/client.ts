@@ -6,6 +6,7 @@
 //! a `CoordinatorError` carrying the coordinator's message.
 
 import * as grpc from "@grpc/grpc-js";
+import * as crypto from "node:crypto";
 import * as os from "node:os";
 
 import * as pb from "./gen/cronstable/v1/cronstable";
@@ -100,6 +101,11 @@ type Unary<Req, Res> = (
 /** A connection to one coordinator (usually the one on the same node). */
 export class Client {
   readonly executorId: string;
+  /**
+   * New for every Client: the coordinator lets one live instance hold an executor id and
+   * refuses another (FAILED_PRECONDITION, naming the holder).
+   */
+  readonly instanceId: string = crypto.randomBytes(16).toString("hex");
   readonly timeoutMs: number;
   private readonly stub: pb.ExecutorClient;
   private policies = new Map<string, Policy>();
@@ -137,7 +143,12 @@ export class Client {
     const r = await this.call<pb.RegisterJobsRequest, pb.RegisterJobsResponse>(
       "RegisterJobs",
       this.stub.registerJobs,
-      { executorId: this.executorId, jobs: jobs.map(jobToWire) },
+      {
+        executorId: this.executorId,
+        jobs: jobs.map(jobToWire),
+        instanceId: this.instanceId,
+        pid: process.pid,
+      },
     );
     this.policies = new Map(jobs.map((j) => [j.name, j.policy ?? Policy.CLUSTER_POLICY_LEADER]));
     const effectivePolicies: Record<string, Policy> = {};
@@ -162,6 +173,7 @@ export class Client {
           scheduledAtMs: toMs(scheduledAt),
           kind,
           attempt: options.attempt ?? 1,
+          instanceId: this.instanceId,
         },
       );
       return answerFromWire(r);
@@ -259,7 +271,9 @@ export class Client {
   watch(options: { timeoutMs?: number } = {}): Watch {
     const callOptions: Partial<grpc.CallOptions> =
       options.timeoutMs === undefined ? {} : { deadline: Date.now() + options.timeoutMs };
-    return new Watch(this.stub.watch({ executorId: this.executorId }, callOptions));
+    return new Watch(
+      this.stub.watch({ executorId: this.executorId, instanceId: this.instanceId }, callOptions),
+    );
   }
 
   /**

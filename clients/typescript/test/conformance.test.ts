@@ -453,4 +453,22 @@ describe("conformance", () => {
       assert.equal(e.code, grpc.status.NOT_FOUND);
     },
   );
+
+  conformance(
+    "CONF-13",
+    "a second client under a live client's executor id is refused, naming the first",
+    async () => {
+      const first = clientFor(electionOff);
+      const second = new Client(electionOff.api, { timeoutMs: 2000, executorId: first.executorId });
+      clients.push(second);
+      const name = unique("conf13");
+      await first.register([job(name)]);
+      const e = await refusal(second.register([job(name)]));
+      assert.equal(e.code, grpc.status.FAILED_PRECONDITION);
+      assert.ok(e.details.includes(first.instanceId), e.details);
+      const asked = await refusal(second.shouldRun(name, AT));
+      assert.equal(asked.code, grpc.status.FAILED_PRECONDITION);
+      assert.equal((await first.shouldRun(name, AT)).verdict, Verdict.VERDICT_RUN);
+    },
+  );
 });

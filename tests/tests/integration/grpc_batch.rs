@@ -14,6 +14,7 @@ fn ask(job: &str, kind: i32) -> pb::ShouldRunRequest {
         scheduled_at_ms: 60_000,
         kind,
         attempt: 1,
+        ..Default::default()
     }
 }
 
@@ -37,6 +38,7 @@ fn each_slot_of_a_batch_is_answered_or_refused_on_its_own() {
             .register_jobs(pb::RegisterJobsRequest {
                 executor_id: "t".into(),
                 jobs: vec![job("alpha"), job("beta")],
+                ..Default::default()
             })
             .await
             .unwrap();

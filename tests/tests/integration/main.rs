@@ -18,6 +18,7 @@ mod lease_failover;
 mod lease_rules;
 mod lifecycle;
 mod observability;
+mod one_executor;
 mod reboot_gossip;
 mod reboot_lease;
 mod reboot_reload;

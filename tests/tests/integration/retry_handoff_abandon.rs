@@ -28,6 +28,7 @@ fn hand_off_with(node: &Coordinator, policy: ClusterPolicy) -> pb::HandoffRespon
             .register_jobs(pb::RegisterJobsRequest {
                 executor_id: "t".into(),
                 jobs: vec![job_to_wire(&job)],
+                ..Default::default()
             })
             .await
             .unwrap();

@@ -336,6 +336,7 @@ fn grpc_errors_carry_a_status_and_a_readable_reason() {
                 scheduled_at_ms: 1,
                 kind: pb::FiringKind::Scheduled as i32,
                 attempt: 1,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -353,6 +354,7 @@ fn grpc_errors_carry_a_status_and_a_readable_reason() {
                 scheduled_at_ms: 1,
                 kind: 0,
                 attempt: 1,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -372,6 +374,7 @@ fn grpc_errors_carry_a_status_and_a_readable_reason() {
                     command: "true".into(),
                     ..Default::default()
                 }],
+                ..Default::default()
             })
             .await
             .unwrap_err();

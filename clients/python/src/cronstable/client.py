@@ -12,6 +12,7 @@ import contextlib
 import functools
 import logging
 import os
+import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -83,13 +84,15 @@ class Client:
     `target` is `http://host:port`, `host:port` or `unix:/path`; `timeout` is the deadline in
     seconds for each unary call (ShouldRun is answered locally, so about a second is safe).
     `executor_id` must be stable for this process and unique per node; by default it is
-    `python-<host>-<pid>`.
+    `python-<host>-<pid>`. `instance_id` is new for every Client: the coordinator lets one live
+    instance hold an executor id, and refuses another (FAILED_PRECONDITION, naming the holder).
     """
 
     def __init__(self, target: str, timeout: float = 1.0, executor_id: str | None = None) -> None:
         self.target = target
         self.timeout = timeout
         self.executor_id = executor_id or f"python-{socket.gethostname()}-{os.getpid()}"
+        self.instance_id = secrets.token_hex(16)
         self._channel = grpc.insecure_channel(_channel_target(target))
         self._stub = pb_grpc.ExecutorStub(self._channel)
         self._policies: dict[str, Policy] = {}
@@ -114,7 +117,12 @@ class Client:
         jobs = list(jobs)
         r = self._call(
             "RegisterJobs",
-            pb.RegisterJobsRequest(executor_id=self.executor_id, jobs=[j.to_wire() for j in jobs]),
+            pb.RegisterJobsRequest(
+                executor_id=self.executor_id,
+                jobs=[j.to_wire() for j in jobs],
+                instance_id=self.instance_id,
+                pid=os.getpid(),
+            ),
         )
         self._policies = {j.name: j.policy for j in jobs}
         return Registration(
@@ -139,6 +147,7 @@ class Client:
             scheduled_at_ms=to_ms(scheduled_at),
             kind=kind.value,
             attempt=attempt,
+            instance_id=self.instance_id,
         )
         try:
             return Answer.from_wire(self._call("ShouldRun", request))
@@ -252,7 +261,10 @@ class Client:
     def watch(self, timeout: float | None = None) -> Watch:
         """Opens this executor's instruction stream (Hello first). `timeout` bounds the whole
         stream; None keeps it open until `Watch.close`."""
-        call = self._stub.Watch(pb.WatchRequest(executor_id=self.executor_id), timeout=timeout)
+        call = self._stub.Watch(
+            pb.WatchRequest(executor_id=self.executor_id, instance_id=self.instance_id),
+            timeout=timeout,
+        )
         return Watch(call)
 
     @contextlib.contextmanager

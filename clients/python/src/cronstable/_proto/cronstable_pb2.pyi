@@ -124,12 +124,16 @@ class JobDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ...) -> None: ...
 
 class RegisterJobsRequest(_message.Message):
-    __slots__ = ("executor_id", "jobs")
+    __slots__ = ("executor_id", "jobs", "instance_id", "pid")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
     jobs: _containers.RepeatedCompositeFieldContainer[JobDefinition]
-    def __init__(self, executor_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDefinition, _Mapping]]] = ...) -> None: ...
+    instance_id: str
+    pid: int
+    def __init__(self, executor_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDefinition, _Mapping]]] = ..., instance_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsResponse(_message.Message):
     __slots__ = ("job_set_id", "jobs")
@@ -148,18 +152,20 @@ class EffectiveJob(_message.Message):
     def __init__(self, name: _Optional[str] = ..., effective_policy: _Optional[_Union[ClusterPolicy, str]] = ...) -> None: ...
 
 class ShouldRunRequest(_message.Message):
-    __slots__ = ("executor_id", "job", "scheduled_at_ms", "kind", "attempt")
+    __slots__ = ("executor_id", "job", "scheduled_at_ms", "kind", "attempt", "instance_id")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
     job: str
     scheduled_at_ms: int
     kind: FiringKind
     attempt: int
-    def __init__(self, executor_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_at_ms: _Optional[int] = ..., kind: _Optional[_Union[FiringKind, str]] = ..., attempt: _Optional[int] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, executor_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_at_ms: _Optional[int] = ..., kind: _Optional[_Union[FiringKind, str]] = ..., attempt: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class ShouldRunResponse(_message.Message):
     __slots__ = ("verdict", "reason", "message", "owner", "fence", "retry_after_ms", "firing_id", "node_name")
@@ -292,10 +298,12 @@ class HandoffResponse(_message.Message):
     def __init__(self, transferred: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("executor_id",)
+    __slots__ = ("executor_id", "instance_id")
     EXECUTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     executor_id: str
-    def __init__(self, executor_id: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, executor_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class Instruction(_message.Message):
     __slots__ = ("hello", "manual_start", "run_deferred", "resume_retry", "job_set_changed")

@@ -415,6 +415,16 @@ export interface RegisterJobsRequest {
   /** stable for the executor's lifetime, unique per node */
   executorId: string;
   jobs: JobDefinition[];
+  /**
+   * This process's own id, new at every process start (random). One live instance holds an
+   * executor id on a node: a registration from another instance is refused with
+   * FAILED_PRECONDITION, naming the holder, until the holder's Watch stream closes (or, for a
+   * holder that never opened one, it has been silent for 30 s). Empty for a client that does
+   * not send one; two such processes cannot be told apart.
+   */
+  instanceId: string;
+  /** this process's pid, for the refusal message and /jobs */
+  pid: number;
 }
 
 export interface RegisterJobsResponse {
@@ -437,6 +447,11 @@ export interface ShouldRunRequest {
   kind: FiringKind;
   /** 1 for the first attempt of a firing */
   attempt: number;
+  /**
+   * The asking process's instance id (RegisterJobsRequest.instance_id). A job registered by an
+   * executor is only decided for that executor's live instance: FAILED_PRECONDITION otherwise.
+   */
+  instanceId: string;
 }
 
 export interface ShouldRunResponse {
@@ -549,6 +564,8 @@ export interface HandoffResponse {
 
 export interface WatchRequest {
   executorId: string;
+  /** as in RegisterJobsRequest; another instance is refused */
+  instanceId: string;
 }
 
 export interface Instruction {
@@ -995,7 +1012,7 @@ export const JobDefinition_EnvironmentEntry: MessageFns<JobDefinition_Environmen
 };
 
 function createBaseRegisterJobsRequest(): RegisterJobsRequest {
-  return { executorId: "", jobs: [] };
+  return { executorId: "", jobs: [], instanceId: "", pid: 0 };
 }
 
 export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
@@ -1005,6 +1022,12 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
     }
     for (const v of message.jobs) {
       JobDefinition.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.instanceId !== "") {
+      writer.uint32(26).string(message.instanceId);
+    }
+    if (message.pid !== 0) {
+      writer.uint32(32).uint32(message.pid);
     }
     return writer;
   },
@@ -1038,6 +1061,22 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
             message.jobs.push(JobDefinition.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.instanceId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pid = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1058,6 +1097,12 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
         ? globalThis.String(object.executor_id)
         : "",
       jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => JobDefinition.fromJSON(e)) : [],
+      instanceId: isSet(object.instanceId)
+        ? globalThis.String(object.instanceId)
+        : isSet(object.instance_id)
+        ? globalThis.String(object.instance_id)
+        : "",
+      pid: isSet(object.pid) ? globalThis.Number(object.pid) : 0,
     };
   },
 
@@ -1069,6 +1114,12 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
     if (message.jobs?.length) {
       obj.jobs = message.jobs.map((e) => JobDefinition.toJSON(e));
     }
+    if (message.instanceId !== "") {
+      obj.instanceId = message.instanceId;
+    }
+    if (message.pid !== 0) {
+      obj.pid = Math.round(message.pid);
+    }
     return obj;
   },
 
@@ -1079,6 +1130,8 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
     const message = createBaseRegisterJobsRequest();
     message.executorId = object.executorId ?? "";
     message.jobs = object.jobs?.map((e) => JobDefinition.fromPartial(e)) || [];
+    message.instanceId = object.instanceId ?? "";
+    message.pid = object.pid ?? 0;
     return message;
   },
 };
@@ -1262,7 +1315,7 @@ export const EffectiveJob: MessageFns<EffectiveJob> = {
 };
 
 function createBaseShouldRunRequest(): ShouldRunRequest {
-  return { executorId: "", job: "", scheduledAtMs: 0, kind: 0, attempt: 0 };
+  return { executorId: "", job: "", scheduledAtMs: 0, kind: 0, attempt: 0, instanceId: "" };
 }
 
 export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
@@ -1281,6 +1334,9 @@ export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
     }
     if (message.attempt !== 0) {
       writer.uint32(40).uint32(message.attempt);
+    }
+    if (message.instanceId !== "") {
+      writer.uint32(50).string(message.instanceId);
     }
     return writer;
   },
@@ -1338,6 +1394,14 @@ export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
             message.attempt = reader.uint32();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.instanceId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1365,6 +1429,11 @@ export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
         : 0,
       kind: isSet(object.kind) ? firingKindFromJSON(object.kind) : 0,
       attempt: isSet(object.attempt) ? globalThis.Number(object.attempt) : 0,
+      instanceId: isSet(object.instanceId)
+        ? globalThis.String(object.instanceId)
+        : isSet(object.instance_id)
+        ? globalThis.String(object.instance_id)
+        : "",
     };
   },
 
@@ -1385,6 +1454,9 @@ export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
     if (message.attempt !== 0) {
       obj.attempt = Math.round(message.attempt);
     }
+    if (message.instanceId !== "") {
+      obj.instanceId = message.instanceId;
+    }
     return obj;
   },
 
@@ -1398,6 +1470,7 @@ export const ShouldRunRequest: MessageFns<ShouldRunRequest> = {
     message.scheduledAtMs = object.scheduledAtMs ?? 0;
     message.kind = object.kind ?? 0;
     message.attempt = object.attempt ?? 0;
+    message.instanceId = object.instanceId ?? "";
     return message;
   },
 };
@@ -2802,13 +2875,16 @@ export const HandoffResponse: MessageFns<HandoffResponse> = {
 };
 
 function createBaseWatchRequest(): WatchRequest {
-  return { executorId: "" };
+  return { executorId: "", instanceId: "" };
 }
 
 export const WatchRequest: MessageFns<WatchRequest> = {
   encode(message: WatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.executorId !== "") {
       writer.uint32(10).string(message.executorId);
+    }
+    if (message.instanceId !== "") {
+      writer.uint32(18).string(message.instanceId);
     }
     return writer;
   },
@@ -2834,6 +2910,14 @@ export const WatchRequest: MessageFns<WatchRequest> = {
             message.executorId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.instanceId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2853,6 +2937,11 @@ export const WatchRequest: MessageFns<WatchRequest> = {
         : isSet(object.executor_id)
         ? globalThis.String(object.executor_id)
         : "",
+      instanceId: isSet(object.instanceId)
+        ? globalThis.String(object.instanceId)
+        : isSet(object.instance_id)
+        ? globalThis.String(object.instance_id)
+        : "",
     };
   },
 
@@ -2860,6 +2949,9 @@ export const WatchRequest: MessageFns<WatchRequest> = {
     const obj: any = {};
     if (message.executorId !== "") {
       obj.executorId = message.executorId;
+    }
+    if (message.instanceId !== "") {
+      obj.instanceId = message.instanceId;
     }
     return obj;
   },
@@ -2870,6 +2962,7 @@ export const WatchRequest: MessageFns<WatchRequest> = {
   fromPartial(object: DeepPartial<WatchRequest>): WatchRequest {
     const message = createBaseWatchRequest();
     message.executorId = object.executorId ?? "";
+    message.instanceId = object.instanceId ?? "";
     return message;
   },
 };
