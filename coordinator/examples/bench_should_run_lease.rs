@@ -114,7 +114,7 @@ async fn main() {
         election_name: "cluster/leader".into(),
         ttl: 15,
         deployment_id: None,
-        topology: Topology::Auto,
+        topology: Topology::SingleNode,
     };
     let (mut lease_rx, _stop, _task) =
         driver::spawn(FilesystemStore::new(&config, "bench"), "bench");

@@ -19,9 +19,18 @@ pub enum Store {
 /// Starts a coordinator named `name` in `dir` on `store` with lease `ttl` seconds.
 pub fn start_lease_node(dir: &Path, name: &str, store: &Store, ttl: u64) -> Coordinator {
     let (api_port, web_port) = (free_port(), free_port());
+    if let Store::Filesystem(path) = store
+        && !path.exists()
+    {
+        // The coordinator never creates its store directory (a missing mount must not become a
+        // store on local disk): the test makes it, as an operator mounts it.
+        std::fs::create_dir_all(path).unwrap();
+    }
     let backend = match store {
         Store::Filesystem(path) => format!(
-            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: {ttl}\n",
+            // Every test node runs on this one host: the explicit opt-in that lets the store be a
+            // plain directory rather than a mount of its own.
+            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: {ttl}\n    topology: single-node\n",
             path.display()
         ),
         Store::Etcd(endpoint) => {

@@ -240,7 +240,7 @@ impl Bench {
                 let yaml = format!(
                     "api:\n  listen: 127.0.0.1:{}\nweb:\n  listen: 0.0.0.0:{}\ncluster:\n  \
                      backend: filesystem\n  nodeName: {}\n  filesystem:\n    path: {}\n    \
-                     ttl: {ETCD_TTL_S}\n",
+                     ttl: {ETCD_TTL_S}\n    topology: single-node\n",
                     node.api_port,
                     node.web_port,
                     node.name,

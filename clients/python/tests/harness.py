@@ -174,7 +174,7 @@ def lease_yaml(name: str, store: Path) -> str:
     """The cluster section of a filesystem-lease coordinator named `name` on `store`."""
     return (
         f"cluster:\n  nodeName: {name}\n  backend: filesystem\n"
-        f"  filesystem:\n    path: {store}\n    ttl: 3\n"
+        f"  filesystem:\n    path: {store}\n    ttl: 3\n    topology: single-node\n"
     )
 
 

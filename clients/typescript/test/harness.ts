@@ -199,7 +199,7 @@ export class Coordinator {
 export function leaseYaml(name: string, store: string): string {
   return (
     `cluster:\n  nodeName: ${name}\n  backend: filesystem\n` +
-    `  filesystem:\n    path: ${store}\n    ttl: 3\n`
+    `  filesystem:\n    path: ${store}\n    ttl: 3\n    topology: single-node\n`
   );
 }
 

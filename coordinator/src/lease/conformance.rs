@@ -57,7 +57,7 @@ pub fn fs_config(path: &std::path::Path) -> FilesystemConfig {
         election_name: "cluster/leader".into(),
         ttl: 3,
         deployment_id: Some("prod".into()),
-        topology: Topology::Auto,
+        topology: Topology::SingleNode,
     }
 }
 

@@ -287,25 +287,44 @@ impl LeaseStore for FilesystemStore {
         let probed = self
             .blocking(move || {
                 let dir = file.parent().unwrap_or(&leases).to_owned();
-                let io = |e: std::io::Error| ProbeError::Io {
-                    path: dir.display().to_string(),
+                let io = |path: &Path, e: std::io::Error| ProbeError::Io {
+                    path: path.display().to_string(),
                     why: e.to_string(),
                 };
-                let result = std::fs::create_dir_all(&dir).map_err(io).and_then(|()| {
+                let result = (|| {
+                    // The store directory is the operator's (a mount point, usually): never
+                    // created, so a missing mount is a refusal, not a lease on local disk.
+                    match std::fs::metadata(&root) {
+                        Ok(m) if m.is_dir() => {}
+                        Ok(_) => {
+                            return Err(ProbeError::Io {
+                                path: root.display().to_string(),
+                                why: "not a directory".into(),
+                            });
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            return Err(ProbeError::Missing(root.display().to_string()));
+                        }
+                        Err(e) => return Err(io(&root, e)),
+                    }
                     let mounts = if sniff_mounts {
-                        Some(std::fs::read_to_string("/proc/mounts").unwrap_or_default())
+                        let path = Path::new("/proc/mounts");
+                        let mounts = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+                        probe::own_mount(&root, &mounts)?;
+                        Some(mounts)
                     } else {
                         None
                     };
+                    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
                     probe::probe(&dir, &token, mounts.as_deref())
-                });
+                })();
                 Ok(result)
             })
             .await
             .map_err(|e| {
                 format!(
                     "cluster.backend filesystem: refusing to elect over {}: {e}",
-                    root.display()
+                    self.root.display()
                 )
             })?;
         probed.map_err(|e| {
@@ -359,9 +378,19 @@ impl LeaseStore for FilesystemStore {
     ) -> Result<(), LeaseError> {
         let stream =
             super::filesystem_reboot::stream_path(self.leases.parent().unwrap_or(&self.root));
-        let (id, jobs) = (job_set_id.to_owned(), jobs.clone());
-        self.blocking(move || super::filesystem_reboot::append_jobs(&stream, &id, &jobs))
-            .await
+        let (id, jobs, root) = (job_set_id.to_owned(), jobs.clone(), self.root.clone());
+        self.blocking(move || {
+            // Only below the store directory: a missing mount must not become a local store.
+            if !root.is_dir() {
+                return Err(store_err(
+                    "the store directory is missing (cronstable never creates it):",
+                    &root,
+                    "not found",
+                ));
+            }
+            super::filesystem_reboot::append_jobs(&stream, &id, &jobs)
+        })
+        .await
     }
 
     async fn release(&mut self) -> Result<(), LeaseError> {

@@ -75,7 +75,7 @@ fn config(path: PathBuf, ttl: u64) -> FilesystemConfig {
         election_name: "cluster/leader".into(),
         ttl,
         deployment_id: None,
-        topology: Topology::Auto,
+        topology: Topology::SingleNode,
     }
 }
 
@@ -125,6 +125,40 @@ async fn an_unusable_path_is_refused_with_the_seed_wording() {
             not_a_dir.display()
         )),
         "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_store_directory_is_refused_and_never_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mnt").join("cronstable");
+    let mut s = FilesystemStore::new(&config(missing.clone(), 15), "a");
+    let err = s.prepare().await.unwrap_err();
+    assert!(
+        err.contains("refusing to elect over") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("mnt").exists(),
+        "created {}",
+        missing.display()
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn under_topology_auto_a_directory_on_this_hosts_disk_is_refused() {
+    // A temporary directory is not a mount point; on this kind of machine it lies on the root
+    // filesystem (ext4), so it is what a node sees when its shared mount is missing.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path().to_owned(), 15);
+    c.topology = Topology::Auto;
+    let err = FilesystemStore::new(&c, "a").prepare().await.unwrap_err();
+    assert!(err.contains("is not a mount point"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing is written into a refused directory"
     );
 }
 

@@ -31,6 +31,8 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 /// The handoff directory of one deployment.
 #[derive(Debug)]
 pub(super) struct FilesystemHandoffs {
+    /// `cluster.filesystem.path`: never created here (see [`super::probe`]).
+    root: PathBuf,
     dir: PathBuf,
 }
 
@@ -85,6 +87,7 @@ impl FilesystemHandoffs {
     pub(super) fn new(config: &FilesystemConfig) -> Self {
         let deployment = config.deployment_id.as_deref().unwrap_or("default");
         Self {
+            root: config.path.clone(),
             dir: config.path.join(deployment).join("cluster").join("handoff"),
         }
     }
@@ -95,11 +98,19 @@ impl FilesystemHandoffs {
     }
 
     pub(super) async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
-        let dir = self.dir.clone();
+        let (root, dir) = (self.root.clone(), self.dir.clone());
         let file = self.record_path(&record.job, record.scheduled_at_ms);
         let body = serde_json::to_vec(record)
             .map_err(|e| fail("cannot encode the handoff record", &file, e))?;
         blocking(move || {
+            // Only below the store directory: a missing mount must not become a local store.
+            if !root.is_dir() {
+                return Err(fail(
+                    "the store directory is missing:",
+                    &root,
+                    "cronstable never creates it",
+                ));
+            }
             std::fs::create_dir_all(&dir).map_err(|e| fail("cannot create", &dir, e))?;
             let tmp = unique(&dir, "record-tmp");
             let written = std::fs::File::create(&tmp).and_then(|mut f| {

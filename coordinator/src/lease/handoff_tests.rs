@@ -43,15 +43,29 @@ async fn rty_04_filesystem_records_are_json_files_claimed_once() {
 #[tokio::test]
 async fn rty_05_an_unwritable_filesystem_store_fails_the_write_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
-    let blocker = dir.path().join("file");
-    std::fs::write(&blocker, "x").unwrap();
-    let h = Handoffs::filesystem(&fs_config(&blocker));
+    // The deployment's directory is a file, so the handoff directory cannot be made.
+    std::fs::write(dir.path().join("prod"), "x").unwrap();
+    let h = Handoffs::filesystem(&fs_config(dir.path()));
     let e = h
         .write(&record("backup", 1, 1))
         .await
         .unwrap_err()
         .to_string();
     assert!(e.contains("prod/cluster/handoff"), "{e}");
+}
+
+#[tokio::test]
+async fn rty_05_a_missing_store_directory_fails_the_write_and_is_never_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mnt");
+    let h = Handoffs::filesystem(&fs_config(&missing));
+    let e = h
+        .write(&record("backup", 1, 1))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("never creates it"), "{e}");
+    assert!(!missing.exists());
 }
 
 #[tokio::test]

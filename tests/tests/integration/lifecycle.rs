@@ -140,15 +140,16 @@ fn a_leader_reboot_asked_while_the_gossip_manager_cannot_start_waits_and_then_ru
     drop(shim);
 }
 
-/// Defect 2, filesystem: a lease directory that cannot be used at start (here its parent is
-/// a plain file, as a mount point that is not there yet would be) is retried with backoff,
-/// shown in `/cluster` meanwhile, and elects once it can be used: no restart.
+/// Defect 2, filesystem: a store directory that cannot be used at start (here a plain file)
+/// is retried with backoff, shown in `/cluster` meanwhile, and elects once it can be used: no
+/// restart. (The coordinator never creates the directory; the lab's
+/// `filesystem_mount` test does this with a real mount under `topology: auto`.)
 #[test]
 fn a_filesystem_store_that_appears_after_the_start_is_used_without_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("mnt");
     std::fs::write(&mount, "not a directory yet").unwrap();
-    let store = Store::Filesystem(mount.join("leases"));
+    let store = Store::Filesystem(mount.clone());
     let a = start_lease_node(dir.path(), "a", &store, 3);
     wait_cluster(a.web, "the store preparation to fail visibly", |v| {
         v["last_error"].is_string()

@@ -9,6 +9,7 @@ mod deploy_artifacts;
 mod etcd_handoff;
 mod etcd_ledger;
 mod etcd_store;
+mod filesystem_store;
 mod gate;
 mod gate_cron;
 mod gossip_cluster;

@@ -216,6 +216,7 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("leases-1");
     let second = dir.path().join("leases-2");
+    std::fs::create_dir(&second).unwrap();
     let c = start_lease_node(dir.path(), "a", &Store::Filesystem(first.clone()), 3);
     // A per-second Leader job through both reloads: every answer is in the decision log, so an
     // answer from an election-off view, however brief, would show there.
@@ -273,9 +274,10 @@ fn a_reload_that_adds_a_cluster_section_turns_the_election_on() {
     let c = Coordinator::start(dir.path());
     assert_eq!(cluster(c.web)["enabled"], false);
     let leases = dir.path().join("leases");
+    std::fs::create_dir(&leases).unwrap();
     edit(&c, |t| {
         t + &format!(
-            "cluster:\n  nodeName: solo\n  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n",
+            "cluster:\n  nodeName: solo\n  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n    topology: single-node\n",
             leases.display()
         )
     });

@@ -4,6 +4,7 @@
 //! root. The partition runs (seed 003's method on every backend) are here.
 
 mod etcd_cluster;
+mod filesystem_mount;
 mod gossip_partitions;
 mod partition_gossip;
 mod reboot_record_first;
