@@ -226,6 +226,29 @@ impl ClusterView {
         }
     }
 
+    /// `quorate`, `is_leader` and `leader` as the gate computes them at `now`, for `GET /cluster`
+    /// and the metrics; `None` with election off. `leader` is `None` (leave the backend's
+    /// field alone) under spread, where there is no single leader.
+    pub fn gate_signals(&self, now: Instant) -> Option<GateSignals> {
+        match &self.election {
+            Election::Off => None,
+            Election::NoManager { .. } | Election::Starting => Some(GateSignals {
+                quorate: false,
+                is_leader: false,
+                leader: Some(None),
+            }),
+            Election::Managed(view) => {
+                let me = self.node_name.as_str();
+                let leader = view.leader_at(me, now);
+                Some(GateSignals {
+                    quorate: view.quorate_at(now),
+                    is_leader: !view.spread && leader == Some(me),
+                    leader: (!view.spread).then(|| leader.map(str::to_owned)),
+                })
+            }
+        }
+    }
+
     /// The node that owns a firing of `job` with `policy` at `now`, when this view can name one.
     pub fn owner_of(&self, job: &str, policy: ClusterPolicy, now: Instant) -> Option<String> {
         match &self.election {
@@ -249,7 +272,13 @@ impl ClusterView {
                     self.owner_in(job, &view.reachable_agreeing)
                         .map(str::to_owned)
                 } else if view.spread {
-                    self.spread_leader_owner(job, view).map(str::to_owned)
+                    // As the gate: without a quorum nobody owns a Leader job, so an isolated
+                    // node never names itself (the fleet-wide "one owner per job" check).
+                    if view.quorate_at(now) {
+                        self.spread_leader_owner(job, view).map(str::to_owned)
+                    } else {
+                        None
+                    }
                 } else if policy == ClusterPolicy::PreferLeader {
                     view.reachable_agreeing
                         .iter()
@@ -292,6 +321,17 @@ impl ClusterView {
         }
         rendezvous::owner(job, ring.iter().map(String::as_str))
     }
+}
+
+/// The cluster signals an operator reads, as the gate computes them ([`ClusterView::gate_signals`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateSignals {
+    /// Whether the gate counts this node quorate now.
+    pub quorate: bool,
+    /// Whether the gate would answer this node's Leader firings RUN as the leader.
+    pub is_leader: bool,
+    /// The leader the gate acts on (`Some(None)`: none); `None` under spread.
+    pub leader: Option<Option<String>>,
 }
 
 /// A future that resolves when the coordinator is shutting down.

@@ -89,17 +89,35 @@ async fn cluster(State(state): State<WebState>) -> Json<serde_json::Value> {
 }
 
 fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
-    let (status, node, manager) = {
+    let (status, node, manager, gate) = {
         let view = state.view.borrow();
         (
             view.status.clone(),
             view.node_name.clone(),
             view.manager_state(),
+            view.gate_signals(tokio::time::Instant::now()),
         )
     };
     let mut body = status.to_json(&node);
-    if let (Some(manager), serde_json::Value::Object(map)) = (manager, &mut body) {
-        map.insert("manager".into(), manager.into());
+    if let serde_json::Value::Object(map) = &mut body {
+        if let Some(manager) = manager {
+            map.insert("manager".into(), manager.into());
+        }
+        // What the gate itself would act on now, not the backend's last round: a backend's
+        // own flags can read quorate while the gate still refuses (a gossip node before its
+        // third quorate round, a view past its staleness bound), and operators alert on these.
+        if let Some(g) = gate {
+            for (key, value) in [("quorate", g.quorate), ("is_leader", g.is_leader)] {
+                if map.contains_key(key) {
+                    map.insert(key.into(), value.into());
+                }
+            }
+            if let Some(leader) = g.leader
+                && map.contains_key("leader")
+            {
+                map.insert("leader".into(), leader.into());
+            }
+        }
     }
     body
 }

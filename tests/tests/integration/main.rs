@@ -12,6 +12,7 @@ mod etcd_store;
 mod filesystem_store;
 mod gate;
 mod gate_cron;
+mod gate_signals;
 mod gossip_cluster;
 mod gossip_rules;
 mod grpc_batch;
