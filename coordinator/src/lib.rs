@@ -153,7 +153,7 @@ pub async fn run(
     env: Environment,
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    reloads: mpsc::Receiver<Config>,
+    reloads: mpsc::Receiver<reload::Reload>,
 ) -> Result<(), RunError> {
     // The backend, and the stores built from the same cluster section: the @reboot records'
     // own store client, shared by the lease driver's rounds and the gate's write-before-RUN

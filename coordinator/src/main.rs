@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use cronstable_coordinator::reload::Reload;
 use cronstable_coordinator::{config, demo, listeners::Listeners, run};
 use cronstable_shim::cli::{hostname, init_logging, init_logging_with_default};
 use tokio::signal::unix::{SignalKind, signal};
@@ -233,7 +234,7 @@ fn verify(
 async fn reload_on_hangup(
     mut hangups: tokio::signal::unix::Signal,
     path: Option<PathBuf>,
-    reloads: tokio::sync::mpsc::Sender<config::Config>,
+    reloads: tokio::sync::mpsc::Sender<Reload>,
 ) {
     while hangups.recv().await.is_some() {
         let Some(path) = path.as_deref() else {
@@ -250,24 +251,36 @@ async fn reload_on_hangup(
                 "config reload: {}: no such file; the running config stays",
                 path.display()
             );
+            if reloads.send(Reload::Unusable).await.is_err() {
+                return;
+            }
             continue;
         }
         let owned = path.to_owned();
-        let loaded = match tokio::task::spawn_blocking(move || config::load(&owned)).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(
-                    "config reload: the load task failed ({e}); the running config stays"
-                );
-                continue;
-            }
-        };
+        // load_for_reload also refuses an empty document, which load() reads as the defaults.
+        let loaded =
+            match tokio::task::spawn_blocking(move || config::load_for_reload(&owned)).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(
+                        "config reload: the load task failed ({e}); the running config stays"
+                    );
+                    if reloads.send(Reload::Unusable).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
         match loaded {
             Ok(loaded) => {
                 for w in &loaded.warnings {
                     tracing::warn!("{w}");
                 }
-                if reloads.send(loaded.config).await.is_err() {
+                if reloads
+                    .send(Reload::Config(Box::new(loaded.config)))
+                    .await
+                    .is_err()
+                {
                     // The coordinator is stopping.
                     return;
                 }
@@ -281,6 +294,9 @@ async fn reload_on_hangup(
                     path.display(),
                     errors.0.len()
                 );
+                if reloads.send(Reload::Unusable).await.is_err() {
+                    return;
+                }
             }
         }
     }

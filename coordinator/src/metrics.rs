@@ -72,6 +72,7 @@ struct Inner {
     leader_info: IntGaugeVec,
     leader_transitions: IntCounter,
     quorum_transitions: IntCounter,
+    reloads: IntCounterVec,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -199,6 +200,13 @@ impl Metrics {
                 "cronstable_cluster_quorum_transitions_total",
                 "Times this node gained or lost its quorum.",
             ),
+            reloads: counter_vec(
+                &r,
+                "cronstable_config_reloads_total",
+                "Config reloads (SIGHUP) by result: applied, or refused (a file that is empty or \
+                 does not validate, or a change that needs a restart) with the running config kept.",
+                &["result"],
+            ),
             firings: counter_vec(
                 &jr,
                 "cronstable_job_firings_total",
@@ -229,6 +237,10 @@ impl Metrics {
             job_generation: AtomicU64::new(0),
             scrape: Mutex::new(None),
         };
+        // Both results from the start, so a dashboard sees 0 rather than no series.
+        for result in ["applied", "refused"] {
+            inner.reloads.with_label_values(&[result]);
+        }
         Self {
             inner: Arc::new(inner),
         }
@@ -237,6 +249,11 @@ impl Metrics {
     /// Counts one change of this node's leadership.
     pub fn leader_transition(&self) {
         self.inner.leader_transitions.inc();
+    }
+
+    /// Counts one config reload, `applied` or `refused`.
+    pub fn reload(&self, result: &str) {
+        self.inner.reloads.with_label_values(&[result]).inc();
     }
 
     /// Counts one change of this node's quorum.

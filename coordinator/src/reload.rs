@@ -22,6 +22,15 @@
 //! `cluster.nodeName`) is logged as a WARNING and otherwise ignored; it applies at the next
 //! start.
 //!
+//! A reload can only narrow, never open ([`Changes::refused`]): turning election on or off,
+//! removing `web.authToken`, or moving where the election happens (the backend, the store's
+//! path, endpoints or lease) refuses the whole reload with one ERROR line naming the keys, and
+//! the running config stays. A half-written file that read as the defaults would otherwise
+//! switch a cluster node to election off and drop its token; a node that moves to another
+//! store must not lead on the new one while its peers still elect on the old. Such changes
+//! need a restart. `cronstable_config_reloads_total{result}` counts applied and refused
+//! reloads (refused also counts a file the binary could not use: empty, missing, invalid).
+//!
 //! The view's single-writer rule holds across a rebuild: the running backend is its only
 //! writer; the supervisor writes the starting view only after the old backend's task has
 //! ended (or was aborted and awaited), and before the new one is spawned.
@@ -53,6 +62,16 @@ pub const RESTART_ONLY: [&str; 5] = [
     "cluster.nodeName",
 ];
 
+/// One SIGHUP, as the binary read the config file.
+#[derive(Debug)]
+pub enum Reload {
+    /// A file that loaded and validated.
+    Config(Box<Config>),
+    /// A file that could not be used (missing, empty, invalid): the binary logged why; the
+    /// running config stays, and the reload is counted as refused.
+    Unusable,
+}
+
 /// What differs between the running config and a reloaded one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
@@ -68,6 +87,59 @@ pub struct Changes {
     /// Keys of [`RESTART_ONLY`] that differ, plus `cluster.etcd` when `state.store: etcd`
     /// keeps its ledger there.
     pub restart_needed: Vec<&'static str>,
+    /// Changes that would open the door (see the module docs): any of them refuses the whole
+    /// reload.
+    pub refused: Vec<&'static str>,
+}
+
+/// The changes a reload refuses: each would let this node act where it did not, or drop a
+/// guard, so each needs a restart.
+fn door_openers(old: &Config, new: &Config) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if old.web.auth_token.is_some() && new.web.auth_token.is_none() {
+        out.push("web.authToken (removed)");
+    }
+    let (Some(o), Some(n)) = (old.cluster.as_ref(), new.cluster.as_ref()) else {
+        if old.cluster.is_some() != new.cluster.is_some() {
+            out.push("cluster (election turned on or off)");
+        }
+        return out;
+    };
+    if o.backend != n.backend {
+        out.push("cluster.backend");
+        return out;
+    }
+    if o.elect_leader != n.elect_leader {
+        out.push("cluster.electLeader");
+    }
+    if let (Some(o), Some(n)) = (&o.filesystem, &n.filesystem) {
+        if o.path != n.path {
+            out.push("cluster.filesystem.path");
+        }
+        if o.deployment_id != n.deployment_id {
+            out.push("cluster.filesystem.deploymentId");
+        }
+        if o.election_name != n.election_name {
+            out.push("cluster.filesystem.electionName");
+        }
+    }
+    if let (Some(o), Some(n)) = (&o.etcd, &n.etcd) {
+        if o.endpoints != n.endpoints {
+            out.push("cluster.etcd.endpoints");
+        }
+        if o.election_name != n.election_name {
+            out.push("cluster.etcd.electionName");
+        }
+    }
+    if let (Some(o), Some(n)) = (&o.kubernetes, &n.kubernetes) {
+        if o.lease_name != n.lease_name {
+            out.push("cluster.kubernetes.leaseName");
+        }
+        if o.lease_namespace != n.lease_namespace {
+            out.push("cluster.kubernetes.leaseNamespace");
+        }
+    }
+    out
 }
 
 /// Compares two configs section by section. Pure, so the rules are unit-tested.
@@ -99,6 +171,7 @@ pub fn changes(old: &Config, new: &Config) -> Changes {
         cluster: without_node_name(old.cluster.as_ref()) != without_node_name(new.cluster.as_ref()),
         auth_token_source: old.web.auth_token != new.web.auth_token,
         restart_needed,
+        refused: door_openers(old, new),
     }
 }
 
@@ -322,7 +395,7 @@ impl Supervisor {
     }
 
     /// Applies reloads until the coordinator stops, then stops the backend.
-    pub(crate) async fn run(mut self, mut reloads: mpsc::Receiver<Config>) {
+    pub(crate) async fn run(mut self, mut reloads: mpsc::Receiver<Reload>) {
         let mut open = true;
         loop {
             tokio::select! {
@@ -330,7 +403,8 @@ impl Supervisor {
                 biased;
                 () = crate::stop_requested(self.stop.clone()) => break,
                 next = reloads.recv(), if open => match next {
-                    Some(config) => self.apply(config).await,
+                    Some(Reload::Config(config)) => self.apply(*config).await,
+                    Some(Reload::Unusable) => self.state.metrics.reload("refused"),
                     // The binary dropped its sender: no more reloads, but keep running.
                     None => open = false,
                 },
@@ -344,6 +418,17 @@ impl Supervisor {
     /// naming what changed.
     pub(crate) async fn apply(&mut self, new: Config) {
         let ch = changes(&self.config, &new);
+        if !ch.refused.is_empty() {
+            tracing::error!(
+                refused = ch.refused.join(", "),
+                "config reload refused: {} changed; a reload can only narrow what this node \
+                 does, so this needs a restart; the running config stays",
+                ch.refused.join(", ")
+            );
+            self.state.metrics.reload("refused");
+            return;
+        }
+        self.state.metrics.reload("applied");
         for key in &ch.restart_needed {
             tracing::warn!("config reload: {key} changed; restart the coordinator to apply it");
         }
@@ -537,6 +622,53 @@ mod tests {
         let on = parse(FS);
         assert!(changes(&off, &on).cluster);
         assert!(changes(&on, &off).cluster);
+    }
+
+    #[test]
+    fn a_reload_that_would_open_the_door_is_refused_naming_the_key() {
+        let fs = parse(FS);
+        let token = "web:\n  authToken:\n    value: s3cret\n";
+        let cases: [(&str, String, String, &str); 8] = [
+            ("on", String::new(), FS.into(), "cluster (election turned on or off)"),
+            ("off", FS.into(), String::new(), "cluster (election turned on or off)"),
+            ("token", token.into(), String::new(), "web.authToken (removed)"),
+            ("path", FS.into(), FS.replace("/tmp/x", "/tmp/y"), "cluster.filesystem.path"),
+            (
+                "deployment",
+                FS.into(),
+                format!("{FS}    deploymentId: other\n"),
+                "cluster.filesystem.deploymentId",
+            ),
+            (
+                "election",
+                FS.into(),
+                format!("{FS}    electionName: other/leader\n"),
+                "cluster.filesystem.electionName",
+            ),
+            (
+                "backend",
+                FS.into(),
+                "cluster:\n  backend: etcd\n  nodeName: a\n  etcd:\n    endpoints: [\"http://127.0.0.1:2379\"]\n".into(),
+                "cluster.backend",
+            ),
+            (
+                "electLeader",
+                "cluster:\n  nodeName: a\n  electLeader: true\n  listen: 127.0.0.1:8443\n  tls: {ca: /c, cert: /c, key: /k}\n  peers: [{host: 127.0.0.2:8443}, {host: 127.0.0.3:8443}]\n".into(),
+                "cluster:\n  nodeName: a\n  electLeader: false\n  listen: 127.0.0.1:8443\n  tls: {ca: /c, cert: /c, key: /k}\n  peers: [{host: 127.0.0.2:8443}, {host: 127.0.0.3:8443}]\n".into(),
+                "cluster.electLeader",
+            ),
+        ];
+        for (what, old, new, key) in cases {
+            let ch = changes(&parse(&old), &parse(&new));
+            assert_eq!(ch.refused, vec![key], "{what}: {ch:?}");
+        }
+        // Narrowing or tuning is not refused: a new token, a new ttl, a token added.
+        let tuned = changes(&fs, &parse(&FS.replace("ttl: 3", "ttl: 5")));
+        assert!(tuned.refused.is_empty() && tuned.cluster, "{tuned:?}");
+        let added = changes(&Config::default(), &parse(token));
+        assert!(added.refused.is_empty(), "{added:?}");
+        let other = changes(&parse(token), &parse(&token.replace("s3cret", "other")));
+        assert!(other.refused.is_empty(), "{other:?}");
     }
 
     #[test]

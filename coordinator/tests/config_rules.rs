@@ -58,6 +58,32 @@ fn empty_and_missing_configs_are_the_defaults() {
 }
 
 #[test]
+fn a_reload_refuses_an_empty_or_missing_file_that_a_start_reads_as_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yaml");
+    for text in ["", "\n  \n", "# being rewritten\n", "---\n# x\n"] {
+        std::fs::write(&file, text).unwrap();
+        let e = config::load_for_reload(&file).unwrap_err();
+        assert!(
+            e.0[0].message.contains("the file is empty"),
+            "{text:?}: {e:?}"
+        );
+        if !text.starts_with("---") {
+            assert!(
+                config::load(&file).is_ok(),
+                "a start reads {text:?} as the defaults"
+            );
+        }
+    }
+    std::fs::write(&file, "cluster:\n").unwrap();
+    assert!(
+        config::load_for_reload(&file).is_ok(),
+        "a key, even empty, is content"
+    );
+    assert!(config::load_for_reload(&dir.path().join("nope.yaml")).is_err());
+}
+
+#[test]
 fn an_unreadable_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let ConfigErrors(errors) = config::load(dir.path()).unwrap_err();

@@ -264,6 +264,36 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigErrors> {
     }
 }
 
+/// Loads `path` for a reload of a running coordinator. Unlike [`load`], a missing file and
+/// an empty document (nothing but whitespace, comments and document markers: what a file being
+/// rewritten in place looks like for a moment) are errors: either would read as the defaults
+/// and turn a running node's election off.
+pub fn load_for_reload(path: &Path) -> Result<Loaded, ConfigErrors> {
+    let source = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigErrors(vec![unreadable(&source, &e)]))?;
+    if is_empty_document(&text) {
+        return Err(ConfigErrors(vec![ConfigError {
+            file: source,
+            line: None,
+            column: None,
+            path: String::new(),
+            message: "the file is empty (a write in progress?); a reload needs the whole config, \
+                      and an empty one would read as the defaults (no cluster, no token)"
+                .into(),
+        }]));
+    }
+    parse(&text, &source)
+}
+
+/// True when `text` holds no YAML content at all.
+pub fn is_empty_document(text: &str) -> bool {
+    text.lines().all(|l| {
+        let l = l.trim();
+        l.is_empty() || l.starts_with('#') || l == "---" || l == "..."
+    })
+}
+
 /// What `cronstable validate-config FILE` prints: every error, then every warning, then a
 /// one-line summary. The bool is true when the config is usable (warnings allowed).
 ///

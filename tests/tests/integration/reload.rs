@@ -215,8 +215,6 @@ fn wait_leader(web: SocketAddr, what: &str) -> Value {
 fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not() {
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("leases-1");
-    let second = dir.path().join("leases-2");
-    std::fs::create_dir(&second).unwrap();
     let c = start_lease_node(dir.path(), "a", &Store::Filesystem(first.clone()), 3);
     // A per-second Leader job through both reloads: every answer is in the decision log, so an
     // answer from an election-off view, however brief, would show there.
@@ -240,20 +238,18 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
     assert_eq!(still["is_leader"], true, "{still}");
     assert_eq!(still["lease"]["fence"], led["lease"]["fence"], "{still}");
 
-    // Another directory: the old manager releases its lease, the new one starts blank and
-    // elects on the new directory.
+    // Another ttl: the old manager releases its lease, the new one starts blank and elects
+    // again. (Moving to another directory is refused: the election's place is restart-only.)
     let (stop, watcher) = watch_manager(c.web);
-    edit(&c, |t| {
-        t.replace(&first.display().to_string(), &second.display().to_string())
-    });
+    edit(&c, |t| t.replace("ttl: 3", "ttl: 4"));
     let log = reload(&c);
     assert!(log.contains("cluster manager rebuilt"), "{log}");
     assert!(log.contains("lease released"), "{log}");
-    let led = wait_leader(c.web, "a to lead on the second directory");
+    let led = wait_leader(c.web, "a to lead again after the rebuild");
     let _ = stop.send(());
     let seen = watcher.join().unwrap();
     assert_eq!(led["backend"], "filesystem", "{led}");
-    assert_eq!(led["lease"]["path"], second.display().to_string(), "{led}");
+    assert_eq!(led["lease"]["path"], first.display().to_string(), "{led}");
     assert!(
         seen.iter()
             .all(|m| ["starting", "retrying", "running"].contains(&m.as_str())),
@@ -269,7 +265,7 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
 }
 
 #[test]
-fn a_reload_that_adds_a_cluster_section_turns_the_election_on() {
+fn a_reload_that_adds_a_cluster_section_is_refused_until_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let c = Coordinator::start(dir.path());
     assert_eq!(cluster(c.web)["enabled"], false);
@@ -282,14 +278,149 @@ fn a_reload_that_adds_a_cluster_section_turns_the_election_on() {
         )
     });
     let log = reload(&c);
-    assert!(log.contains("cluster manager rebuilt"), "{log}");
-    // The node name was fixed at start (the host name): a new one needs a restart.
     assert!(
-        log.contains("cluster.nodeName changed; restart the coordinator to apply it"),
+        log.contains("config reload refused: cluster (election turned on or off) changed"),
         "{log}"
     );
-    let v = wait_leader(c.web, "the node to lead once the election is on");
-    assert_eq!(v["backend"], "filesystem", "{v}");
+    assert!(!log.contains("cluster manager rebuilt"), "{log}");
+    assert_eq!(cluster(c.web)["enabled"], false);
+    assert_eq!(reloads(c.web, "", "refused"), 1);
+}
+
+/// `cronstable_config_reloads_total{result}` from `/metrics`.
+fn reloads(web: SocketAddr, token: &str, result: &str) -> u64 {
+    let bearer = format!("Bearer {token}");
+    let metrics = http_with(web, "GET", "/metrics", &[("Authorization", &bearer)])
+        .unwrap()
+        .body;
+    let series = format!("cronstable_config_reloads_total{{result=\"{result}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&series))
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{metrics}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `GET /cluster` with the guarded nodes' token.
+fn guarded_cluster(web: SocketAddr) -> Value {
+    http_with(
+        web,
+        "GET",
+        "/cluster",
+        &[("Authorization", "Bearer s3cret")],
+    )
+    .unwrap()
+    .json()
+}
+
+fn wait_guarded_leader(web: SocketAddr) {
+    wait_for_state("the node to lead", || {
+        let v = guarded_cluster(web);
+        if v["is_leader"] == true {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
+}
+
+/// A filesystem-lease node with `web.authToken: s3cret`.
+fn start_guarded_lease_node(dir: &Path) -> (Coordinator, std::path::PathBuf) {
+    let store = dir.join("store");
+    std::fs::create_dir(&store).unwrap();
+    let (api, web) = (cronstable_tests::free_port(), cronstable_tests::free_port());
+    let config = dir.join("coordinator.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\n  authToken:\n    \
+             value: s3cret\ncluster:\n  nodeName: a\n  backend: filesystem\n  filesystem:\n    \
+             path: {}\n    ttl: 3\n    topology: single-node\n",
+            store.display()
+        ),
+    )
+    .unwrap();
+    let c = Coordinator::start_with(
+        config,
+        format!("http://127.0.0.1:{api}"),
+        ([127, 0, 0, 1], web).into(),
+    );
+    (c, store)
+}
+
+#[test]
+fn an_emptied_config_file_is_refused_and_the_node_keeps_its_election_and_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _store) = start_guarded_lease_node(dir.path());
+    wait_guarded_leader(c.web);
+    assert_eq!(http(c.web, "GET", "/jobs").unwrap().status, 401);
+    // A non-atomic rewrite, caught between truncate and write.
+    std::fs::write(&c.config, "").unwrap();
+    let log = reload(&c);
+    assert_eq!(
+        http(c.web, "GET", "/jobs").unwrap().status,
+        401,
+        "the API must stay guarded"
+    );
+    let v = guarded_cluster(c.web);
+    assert_eq!(v["enabled"], true, "{v}");
+    assert_eq!(v["is_leader"], true, "{v}");
+    assert!(log.contains("the file is empty"), "{log}");
+    assert_eq!(status_with(c.web, "s3cret"), 200);
+    assert_eq!(reloads(c.web, "s3cret", "refused"), 1);
+    // Comments and document markers alone are empty too.
+    std::fs::write(&c.config, "---\n# being rewritten\n").unwrap();
+    let log = reload(&c);
+    assert!(log.contains("the file is empty"), "{log}");
+    assert_eq!(guarded_cluster(c.web)["enabled"], true);
+}
+
+#[test]
+fn a_reload_that_would_open_the_door_is_refused_naming_the_key_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, store) = start_guarded_lease_node(dir.path());
+    wait_guarded_leader(c.web);
+    let original = std::fs::read_to_string(&c.config).unwrap();
+    let moved = dir.path().join("elsewhere");
+    std::fs::create_dir(&moved).unwrap();
+    for (edit_to, key) in [
+        (
+            original.replace("  authToken:\n    value: s3cret\n", ""),
+            "web.authToken (removed)",
+        ),
+        (
+            original.replace(&store.display().to_string(), &moved.display().to_string()),
+            "cluster.filesystem.path",
+        ),
+        (
+            original[..original.find("cluster:").unwrap()].to_owned(),
+            "cluster (election turned on or off)",
+        ),
+    ] {
+        std::fs::write(&c.config, &edit_to).unwrap();
+        let log = reload(&c);
+        assert!(
+            log.contains(&format!("config reload refused: {key} changed")),
+            "{key}: {log}"
+        );
+        let v = guarded_cluster(c.web);
+        assert_eq!(v["enabled"], true, "{key}: {v}");
+        assert_eq!(
+            v["lease"]["path"],
+            store.display().to_string(),
+            "{key}: {v}"
+        );
+        assert_eq!(http(c.web, "GET", "/jobs").unwrap().status, 401, "{key}");
+    }
+    assert_eq!(reloads(c.web, "s3cret", "refused"), 3);
+    // A change that narrows or tunes still applies: a new token.
+    std::fs::write(&c.config, original.replace("s3cret", "n3w")).unwrap();
+    let log = reload(&c);
+    assert!(log.contains("config reloaded"), "{log}");
+    assert_eq!(status_with(c.web, "n3w"), 200);
+    assert_eq!(reloads(c.web, "n3w", "applied"), 1);
 }
 
 fn next_failure(rx: &mpsc::Receiver<Value>, which: &str) -> Value {
