@@ -369,7 +369,17 @@ pub trait ClusterBackend: Send + 'static {
 
     /// Drives the backend until shutdown.
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    /// How long `run` may take to return once shutdown resolves: a round in flight plus what
+    /// the backend does on the way out (a lease release, freeing a listener). The supervisor
+    /// waits this long before it aborts the task.
+    fn stop_bound(&self) -> std::time::Duration {
+        DEFAULT_STOP_BOUND
+    }
 }
+
+/// [`ClusterBackend::stop_bound`] of a backend that has nothing slow to do when it stops.
+pub const DEFAULT_STOP_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The backend of a node without election: it publishes [`Election::Off`] once and idles.
 #[derive(Debug, Clone)]

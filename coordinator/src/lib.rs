@@ -79,9 +79,10 @@ where
 /// How long shutdown waits for in-flight requests.
 const DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// How long shutdown waits for the supervisor to stop the backend: it may wait for a reload's
-/// rebuild to finish, then for the backend (each of its waits is bounded by five seconds).
-const SUPERVISOR_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long shutdown waits for the supervisor to stop the backend: the backend's own stop
+/// bound plus the wait for an aborted task ([`reload::stop_budget`], 16–26 s with default
+/// settings), inside the shipped unit's `TimeoutStopSec=45`.
+const SUPERVISOR_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// The process environment as the binary read it. The library consults it (`fromEnvVar`
 /// secrets, the in-cluster Kubernetes service address) but never reads the environment itself,

@@ -36,6 +36,7 @@
 //! ended (or was aborted and awaited), and before the new one is spawned.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -49,9 +50,18 @@ use crate::state::{CoordinatorState, LiveHandles};
 use crate::web::AuthToken;
 use crate::{Environment, RunError, lease, notify};
 
-/// How long a stopping backend may take (releasing a lease is bounded by its own round
-/// timeout, well inside this) before its task is aborted.
-const MANAGER_STOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long an aborted backend task may take to end before the stop counts as failed.
+const ABORT_WAIT: Duration = Duration::from_secs(5);
+
+/// How often a rebuild whose old manager did not end is tried again.
+const REBUILD_RETRY: Duration = Duration::from_secs(5);
+
+/// The longest a coordinator's clean stop takes with `backend` running: the backend's own
+/// bound, then the wait for an aborted task. The shipped systemd unit's `TimeoutStopSec`
+/// must cover it (README).
+pub fn stop_budget(backend: &dyn ClusterBackend) -> Duration {
+    backend.stop_bound() + ABORT_WAIT
+}
 
 /// The keys a reload cannot apply, as the WARNING names them.
 pub const RESTART_ONLY: [&str; 5] = [
@@ -263,6 +273,8 @@ impl Manager {
 /// The running backend and the tasks that belong to it.
 struct Running {
     name: &'static str,
+    /// How long it may take to stop ([`ClusterBackend::stop_bound`]).
+    stop_bound: Duration,
     /// Stops this backend alone (the coordinator's stop also stops it).
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
@@ -286,7 +298,28 @@ pub(crate) struct Supervisor {
     /// The coordinator's stop.
     stop: watch::Receiver<bool>,
     running: Option<Running>,
+    /// A rebuild whose old manager did not end in time: tried again every [`REBUILD_RETRY`]
+    /// (the old manager's handle stays in `running` meanwhile).
+    pending: Option<Pending>,
+    /// [`ABORT_WAIT`] and [`REBUILD_RETRY`]; shorter in tests.
+    abort_wait: Duration,
+    retry_every: Duration,
 }
+
+/// A built manager waiting for the old one to end, and the section it is for.
+struct Pending {
+    manager: Manager,
+    cluster: Option<ClusterConfig>,
+}
+
+/// The old cluster manager did not end within its bounds; a new one is not started beside it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the old cluster manager ({0}) did not stop within its bound, nor end when aborted; the new \
+     one is not started beside it, and the switch is retried every {retry:?}",
+    retry = REBUILD_RETRY
+)]
+pub struct ManagerDidNotStop(&'static str);
 
 impl Supervisor {
     /// A supervisor with no backend running yet.
@@ -311,6 +344,9 @@ impl Supervisor {
             tokens,
             stop,
             running: None,
+            pending: None,
+            abort_wait: ABORT_WAIT,
+            retry_every: REBUILD_RETRY,
         }
     }
 
@@ -319,6 +355,7 @@ impl Supervisor {
         let (own_tx, own_rx) = watch::channel(false);
         let global = self.stop.clone();
         let name = backend.name();
+        let stop_bound = backend.stop_bound();
         let task = crate::spawn(backend.run(BackendContext {
             reboot_ran: self.state.reboot_ran.clone(),
             view: self.view.clone(),
@@ -347,57 +384,60 @@ impl Supervisor {
         });
         self.running = Some(Running {
             name,
+            stop_bound,
             stop: own_tx,
             task,
             handoff_task,
         });
     }
 
-    /// Stops the running backend, if any, within a bound: asked to stop, then aborted. When
-    /// this returns the backend's task has ended, so it writes the view no more (unless it was
-    /// stuck outside any await past both bounds, which is logged).
-    /// Returns false only when the task is still alive after both bounds: it may still write
-    /// the view, so no other writer may start.
-    async fn stop_running(&mut self) -> bool {
-        let Some(running) = self.running.take() else {
-            return true;
+    /// Stops the running backend, if any, within its bound: asked to stop, then aborted. When
+    /// this returns `Ok` the backend's task has ended, so it writes the view no more. When the
+    /// task is still alive after both bounds it may still write the view, so no other writer
+    /// may start: its handle stays in `running` and this returns the error.
+    async fn stop_running(&mut self) -> Result<(), ManagerDidNotStop> {
+        let Some(mut running) = self.running.take() else {
+            return Ok(());
         };
         let _ = running.stop.send(true);
-        if let Some(mut t) = running.handoff_task
-            && tokio::time::timeout(MANAGER_STOP_TIMEOUT, &mut t)
-                .await
-                .is_err()
-        {
-            t.abort();
-        }
-        let mut task = running.task;
-        if tokio::time::timeout(MANAGER_STOP_TIMEOUT, &mut task)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                backend = running.name,
-                "the cluster manager did not stop within {MANAGER_STOP_TIMEOUT:?}; aborting it"
-            );
-            task.abort();
-            if tokio::time::timeout(MANAGER_STOP_TIMEOUT, task)
-                .await
-                .is_err()
+        // The handoff task and the backend stop side by side, under the backend's bound.
+        let bound = running.stop_bound;
+        let handoff = async {
+            if let Some(t) = running.handoff_task.as_mut()
+                && tokio::time::timeout(bound, &mut *t).await.is_err()
             {
-                tracing::error!(
-                    backend = running.name,
-                    "the aborted cluster manager has not ended either"
-                );
-                return false;
+                t.abort();
             }
+        };
+        let (_, stopped) = tokio::join!(handoff, tokio::time::timeout(bound, &mut running.task));
+        if stopped.is_ok() {
+            return Ok(());
         }
-        true
+        tracing::warn!(
+            backend = running.name,
+            "the cluster manager did not stop within {bound:?}; aborting it"
+        );
+        running.task.abort();
+        if tokio::time::timeout(self.abort_wait, &mut running.task)
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        let name = running.name;
+        tracing::error!(
+            backend = name,
+            "the aborted cluster manager has not ended either; no other manager starts beside it"
+        );
+        self.running = Some(running);
+        Err(ManagerDidNotStop(name))
     }
 
     /// Applies reloads until the coordinator stops, then stops the backend.
     pub(crate) async fn run(mut self, mut reloads: mpsc::Receiver<Reload>) {
         let mut open = true;
         loop {
+            let retrying = self.pending.is_some();
             tokio::select! {
                 // A stop wins over a queued reload: no manager is rebuilt while stopping.
                 biased;
@@ -408,9 +448,24 @@ impl Supervisor {
                     // The binary dropped its sender: no more reloads, but keep running.
                     None => open = false,
                 },
+                () = tokio::time::sleep(self.retry_every), if retrying => self.retry_pending().await,
             }
         }
-        self.stop_running().await;
+        let _ = self.stop_running().await;
+    }
+
+    /// Tries the pending switch again (the old manager may have ended by now).
+    async fn retry_pending(&mut self) {
+        let Some(p) = self.pending.take() else {
+            return;
+        };
+        match self.switch_to(p.manager, p.cluster.clone()).await {
+            Ok(()) => {
+                self.config.cluster = p.cluster;
+                tracing::info!("config reload: cluster: applied on a retry");
+            }
+            Err(e) => tracing::error!("config reload: cluster: {e}"),
+        }
     }
 
     /// Applies one validated config. Logs one WARNING per key that needs a restart, an ERROR
@@ -472,6 +527,12 @@ impl Supervisor {
             }
         }
 
+        if !ch.cluster && self.pending.take().is_some() {
+            tracing::info!(
+                "config reload: cluster: the section is back to the running one; the pending \
+                 switch is dropped"
+            );
+        }
         if ch.cluster {
             match self.rebuild(next.cluster.as_ref()).await {
                 Ok(()) => applied.push("cluster"),
@@ -541,19 +602,29 @@ impl Supervisor {
     }
 
     /// Rebuilds the cluster manager for `cluster`: builds the new one first (a section this
-    /// build cannot run leaves the running one alone), stops the old one within a bound,
-    /// publishes the new backend's starting view and store clients, and starts it.
-    async fn rebuild(&mut self, cluster: Option<&ClusterConfig>) -> Result<(), RunError> {
+    /// build cannot run leaves the running one alone), then [`Self::switch_to`] it.
+    async fn rebuild(&mut self, cluster: Option<&ClusterConfig>) -> Result<(), RebuildError> {
         let next = Manager::build(cluster, &self.node_name, &self.env)?;
+        self.switch_to(next, cluster.cloned()).await?;
+        Ok(())
+    }
+
+    /// Stops the old manager within its bounds, publishes the new backend's starting view and
+    /// store clients, and starts it. When the old one does not end, the new one is kept as
+    /// [`Self::pending`] and tried again later, never started beside it.
+    async fn switch_to(
+        &mut self,
+        next: Manager,
+        cluster: Option<ClusterConfig>,
+    ) -> Result<(), ManagerDidNotStop> {
         let old = self.running.as_ref().map_or("none", |r| r.name);
         let was_off = matches!(self.view.borrow().election, Election::Off);
-        if !self.stop_running().await {
-            // The old task may still write the view: a second writer must not start beside it.
-            tracing::error!(
-                "the new cluster manager is not started because the old one did not end; \
-                 restart the coordinator"
-            );
-            return Ok(());
+        if let Err(e) = self.stop_running().await {
+            self.pending = Some(Pending {
+                manager: next,
+                cluster,
+            });
+            return Err(e);
         }
         if *self.stop.borrow() {
             return Ok(());
@@ -586,6 +657,17 @@ impl Supervisor {
         );
         Ok(())
     }
+}
+
+/// Why a cluster section could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum RebuildError {
+    /// The section cannot be run by this build.
+    #[error(transparent)]
+    Build(#[from] RunError),
+    /// The old manager did not end.
+    #[error(transparent)]
+    DidNotStop(#[from] ManagerDidNotStop),
 }
 
 #[cfg(test)]
@@ -722,5 +804,194 @@ mod tests {
         assert!(resolve_token(None, &env).unwrap().is_none());
         let unset = SecretSource::FromEnvVar("NOPE".into());
         assert!(resolve_token(Some(&unset), &env).is_err());
+    }
+
+    mod stubborn {
+        //! A rebuild whose old manager does not end: the new one waits, never beside it.
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        use super::super::*;
+        use crate::cluster::BackendContext;
+
+        /// Blocks its worker thread for `block` once told to stop, so neither its stop nor an
+        /// abort ends it in time; `alive` is true until its future is dropped.
+        struct Stubborn {
+            alive: Arc<AtomicBool>,
+            block: Duration,
+        }
+
+        struct Alive(Arc<AtomicBool>);
+        impl Drop for Alive {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+
+        impl ClusterBackend for Stubborn {
+            fn name(&self) -> &'static str {
+                "stubborn"
+            }
+            fn initial_view(&self) -> ClusterView {
+                ClusterView::election_off("a")
+            }
+            fn stop_bound(&self) -> Duration {
+                Duration::from_millis(50)
+            }
+            fn run(
+                self: Box<Self>,
+                ctx: BackendContext,
+            ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+                self.alive.store(true, Ordering::SeqCst);
+                let alive = Alive(self.alive.clone());
+                Box::pin(async move {
+                    let _alive = alive;
+                    ctx.shutdown.await;
+                    // Stuck outside any await: an abort cannot end it until this returns.
+                    std::thread::sleep(self.block);
+                    std::future::pending::<()>().await;
+                })
+            }
+        }
+
+        /// Records whether the stubborn one was still alive when it started.
+        struct Recorder {
+            other_alive: Arc<AtomicBool>,
+            started: Arc<AtomicBool>,
+            started_beside: Arc<AtomicBool>,
+        }
+
+        impl ClusterBackend for Recorder {
+            fn name(&self) -> &'static str {
+                "recorder"
+            }
+            fn initial_view(&self) -> ClusterView {
+                ClusterView::election_off("a")
+            }
+            fn run(
+                self: Box<Self>,
+                ctx: BackendContext,
+            ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+                self.started_beside
+                    .store(self.other_alive.load(Ordering::SeqCst), Ordering::SeqCst);
+                self.started.store(true, Ordering::SeqCst);
+                Box::pin(ctx.shutdown)
+            }
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn a_manager_that_does_not_end_fails_the_switch_keeps_its_handle_and_is_retried() {
+            let (view_tx, view_rx) = watch::channel(ClusterView::election_off("a"));
+            let (state, live) = CoordinatorState::new(view_rx).reloadable();
+            let (tokens, _) = watch::channel(None);
+            let (_stop_tx, stop_rx) = watch::channel(false);
+            let mut sup = Supervisor::new(
+                Config::default(),
+                "a".into(),
+                Environment::from_vars([]),
+                state,
+                view_tx,
+                live,
+                tokens,
+                stop_rx,
+            );
+            sup.abort_wait = Duration::from_millis(50);
+            let alive = Arc::new(AtomicBool::new(false));
+            sup.start(
+                Box::new(Stubborn {
+                    alive: alive.clone(),
+                    block: Duration::from_millis(800),
+                }),
+                None,
+            );
+            let (started, beside) = (
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(AtomicBool::new(false)),
+            );
+            let recorder = || Manager {
+                backend: Box::new(Recorder {
+                    other_alive: alive.clone(),
+                    started: started.clone(),
+                    started_beside: beside.clone(),
+                }),
+                reboot_store: None,
+                handoffs: None,
+            };
+            let err = sup.switch_to(recorder(), None).await.unwrap_err();
+            assert!(err.to_string().contains("stubborn"), "{err}");
+            assert!(sup.pending.is_some(), "the switch waits to be retried");
+            assert_eq!(
+                sup.running.as_ref().map(|r| r.name),
+                Some("stubborn"),
+                "handle kept"
+            );
+            assert!(
+                !started.load(Ordering::SeqCst),
+                "no manager beside one that did not end"
+            );
+
+            // A retry while it still runs fails the same way and starts nothing.
+            sup.retry_pending().await;
+            assert!(sup.pending.is_some() && !started.load(Ordering::SeqCst));
+
+            // Once it has ended, the retry switches.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while alive.load(Ordering::SeqCst) {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the stubborn task never ended"
+                );
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            sup.retry_pending().await;
+            assert!(sup.pending.is_none());
+            assert!(
+                started.load(Ordering::SeqCst),
+                "the retry started the new manager"
+            );
+            assert!(
+                !beside.load(Ordering::SeqCst),
+                "it started after the old one ended"
+            );
+            assert_eq!(sup.running.as_ref().map(|r| r.name), Some("recorder"));
+        }
+    }
+
+    #[test]
+    fn a_clean_stop_with_default_settings_fits_the_shipped_units_timeout() {
+        let unit = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/systemd/cronstable.service"
+        ))
+        .unwrap();
+        let limit: u64 = unit
+            .lines()
+            .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+            .expect("TimeoutStopSec in the unit")
+            .trim()
+            .parse()
+            .unwrap();
+        let env = Environment::from_vars([]);
+        let gossip = "cluster:\n  nodeName: a\n  listen: 127.0.0.1:8443\n  tls: {ca: /c, cert: /c, key: /k}\n  peers: [{host: 127.0.0.2:8443}, {host: 127.0.0.3:8443}]\n";
+        let etcd = "cluster:\n  backend: etcd\n  nodeName: a\n  etcd:\n    endpoints: [\"http://127.0.0.1:2379\"]\n";
+        let fs =
+            "cluster:\n  backend: filesystem\n  nodeName: a\n  filesystem:\n    path: /tmp/x\n";
+        let k8s = "cluster:\n  backend: kubernetes\n  nodeName: a\n  kubernetes:\n    apiServer: https://127.0.0.1:6443\n";
+        for (what, yaml) in [
+            ("gossip", gossip),
+            ("etcd", etcd),
+            ("filesystem", fs),
+            ("kubernetes", k8s),
+        ] {
+            let config = parse(yaml);
+            let manager = Manager::build(config.cluster.as_ref(), "a", &env)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            // The supervisor's stop, and the HTTP and gRPC drains that run beside it.
+            let budget = stop_budget(&*manager.backend);
+            assert!(
+                budget.as_secs() + 5 < limit,
+                "{what}: a clean stop may take {budget:?}, the unit allows {limit} s"
+            );
+        }
     }
 }

@@ -158,6 +158,12 @@ impl ClusterBackend for GossipBackend {
         )
     }
 
+    /// A round in flight (its polls end within `connectTimeout`), then up to 5 s for the
+    /// `/peer` server to finish its connections, and a second to spare.
+    fn stop_bound(&self) -> Duration {
+        self.settings.connect_timeout + Duration::from_secs(6)
+    }
+
     fn run(
         self: Box<Self>,
         ctx: BackendContext,

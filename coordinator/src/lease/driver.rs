@@ -79,6 +79,13 @@ impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
         Box::pin(drive(self.store, self.reboot_store, self.node_name, ctx))
     }
+
+    /// A round in flight, then the release, each bounded by the round timeout (ttl/3 on etcd
+    /// and filesystem, renewDeadline on Kubernetes), and a second to spare.
+    fn stop_bound(&self) -> std::time::Duration {
+        let round = self.store.timing().round_timeout;
+        (round * 2 + std::time::Duration::from_secs(1)).max(crate::cluster::DEFAULT_STOP_BOUND)
+    }
 }
 
 /// What the driver remembers between rounds.
