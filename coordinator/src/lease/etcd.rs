@@ -84,6 +84,50 @@ pub(crate) struct EtcdAccess {
     pub(crate) unusable: Option<String>,
 }
 
+/// Where an etcd client's credentials come from. They are resolved again at every preparation
+/// and every new connection, so a password file or TLS file that appears or is rotated after
+/// the start is used without a restart (a secret volume mounted late, a renewed certificate).
+#[derive(Debug, Clone)]
+pub(crate) struct EtcdCredentials {
+    config: EtcdConfig,
+    password: PasswordSource,
+}
+
+#[derive(Debug, Clone)]
+enum PasswordSource {
+    /// Resolved once by the caller (tests, embedders).
+    Resolved(Option<Result<String, String>>),
+    /// `cluster.etcd.password`'s source, read from this environment each time.
+    Env(crate::Environment),
+}
+
+impl EtcdCredentials {
+    /// `config`'s TLS files with a password the caller already resolved.
+    pub(crate) fn fixed(config: &EtcdConfig, password: Option<Result<String, String>>) -> Self {
+        Self {
+            config: config.clone(),
+            password: PasswordSource::Resolved(password),
+        }
+    }
+
+    /// `config`'s TLS files and password source, read from `env` at each resolution.
+    pub(crate) fn from_env(config: &EtcdConfig, env: &crate::Environment) -> Self {
+        Self {
+            config: config.clone(),
+            password: PasswordSource::Env(env.clone()),
+        }
+    }
+
+    /// Reads the files and the secret now.
+    pub(crate) fn resolve(&self) -> EtcdAccess {
+        let password = match &self.password {
+            PasswordSource::Resolved(p) => p.clone(),
+            PasswordSource::Env(env) => super::etcd_password(&self.config, env),
+        };
+        EtcdAccess::resolve(&self.config, password)
+    }
+}
+
 impl EtcdAccess {
     /// Resolves `config`'s TLS and `username` with `password` (the resolved
     /// `cluster.etcd.password`; `Err`: why it did not resolve).
@@ -147,7 +191,9 @@ pub struct EtcdStore {
     node_name: String,
     ttl: u64,
     budget: Duration,
-    /// Credentials and TLS; why this store cannot run at all, if so.
+    /// Where the credentials and TLS files come from.
+    credentials: EtcdCredentials,
+    /// Their latest resolution; why this store cannot run at all, if so.
     access: EtcdAccess,
     timing: LeaseTiming,
     /// The endpoint currently talked to.
@@ -179,13 +225,28 @@ impl EtcdStore {
         node_name: &str,
         password: Option<Result<String, String>>,
     ) -> Self {
+        Self::with_credentials(config, node_name, EtcdCredentials::fixed(config, password))
+    }
+
+    /// A contender whose password source and TLS files are read from `env` and the disk again
+    /// at every preparation and every new connection.
+    pub fn from_env(config: &EtcdConfig, node_name: &str, env: &crate::Environment) -> Self {
+        Self::with_credentials(config, node_name, EtcdCredentials::from_env(config, env))
+    }
+
+    fn with_credentials(
+        config: &EtcdConfig,
+        node_name: &str,
+        credentials: EtcdCredentials,
+    ) -> Self {
         Self {
             endpoints: config.endpoints.clone(),
             election_name: config.election_name.clone(),
             node_name: node_name.to_owned(),
             ttl: config.ttl,
             budget: config.renew_request_budget(),
-            access: EtcdAccess::resolve(config, password),
+            access: credentials.resolve(),
+            credentials,
             timing: timing(config.ttl),
             at: 0,
             client: None,
@@ -202,6 +263,11 @@ impl EtcdStore {
     async fn client(&mut self) -> Result<Client, LeaseError> {
         if let Some(c) = &self.client {
             return Ok(c.clone());
+        }
+        // A new connection reads the credentials again: a rotated password or certificate.
+        self.access = self.credentials.resolve();
+        if let Some(why) = &self.access.unusable {
+            return Err(LeaseError::Store(why.clone()));
         }
         let endpoint = self.endpoints[self.at].clone();
         let opts = self.access.options(&endpoint, self.budget);
@@ -438,6 +504,8 @@ impl LeaseStore for EtcdStore {
     }
 
     async fn prepare(&mut self) -> Result<(), String> {
+        // Read again at every retry, so files that appear after the start are used.
+        self.access = self.credentials.resolve();
         if let Some(why) = &self.access.unusable {
             return Err(format!("cluster.backend etcd: cannot start: {why}"));
         }

@@ -182,9 +182,9 @@ impl Handoffs {
             }
             Backend::Etcd => {
                 let etcd = cluster.etcd.as_ref()?;
-                let password = super::etcd_password(etcd, env);
                 Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
-                    etcd, password,
+                    etcd,
+                    super::etcd::EtcdCredentials::from_env(etcd, env),
                 ))))
             }
             Backend::Kubernetes => {
@@ -216,7 +216,7 @@ impl Handoffs {
     pub fn etcd(config: &crate::config::cluster::EtcdConfig) -> Self {
         Self {
             inner: Arc::new(Inner::Etcd(Box::new(tokio::sync::Mutex::new(
-                EtcdHandoffs::new(config, None),
+                EtcdHandoffs::new(config, super::etcd::EtcdCredentials::fixed(config, None)),
             )))),
         }
     }

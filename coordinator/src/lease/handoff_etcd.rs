@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
-use super::etcd::EtcdAccess;
+use super::etcd::{EtcdAccess, EtcdCredentials};
 use super::handoff::{HandoffError, HandoffRecord, Pending};
 use crate::config::cluster::EtcdConfig;
 
@@ -27,6 +27,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 pub(super) struct EtcdHandoffs {
     endpoints: Vec<String>,
     prefix: String,
+    credentials: EtcdCredentials,
     access: EtcdAccess,
     at: usize,
     client: Option<Client>,
@@ -38,11 +39,12 @@ fn fail(what: &str, e: impl std::fmt::Display) -> HandoffError {
 
 impl EtcdHandoffs {
     /// The handoff keys under `config.election_name`; `password` as for the election client.
-    pub(super) fn new(config: &EtcdConfig, password: Option<Result<String, String>>) -> Self {
+    pub(super) fn new(config: &EtcdConfig, credentials: EtcdCredentials) -> Self {
         Self {
             endpoints: config.endpoints.clone(),
             prefix: format!("{}/handoff/", config.election_name),
-            access: EtcdAccess::resolve(config, password),
+            access: credentials.resolve(),
+            credentials,
             at: 0,
             client: None,
         }
@@ -54,11 +56,13 @@ impl EtcdHandoffs {
     }
 
     async fn client(&mut self) -> Result<Client, HandoffError> {
-        if let Some(why) = &self.access.unusable {
-            return Err(HandoffError::Store(why.clone()));
-        }
         if let Some(c) = &self.client {
             return Ok(c.clone());
+        }
+        // A new connection reads the credentials again: files that appeared or were rotated.
+        self.access = self.credentials.resolve();
+        if let Some(why) = &self.access.unusable {
+            return Err(HandoffError::Store(why.clone()));
         }
         if self.endpoints.is_empty() {
             return Err(HandoffError::Store(

@@ -165,10 +165,9 @@ pub fn backend_for(
         }
         Backend::Etcd => {
             let etcd = cluster.etcd.as_ref()?;
-            let password = etcd_password(etcd, env);
             Some(Box::new(
                 driver::LeaseBackend::new(
-                    etcd::EtcdStore::new(etcd, node_name, password),
+                    etcd::EtcdStore::from_env(etcd, node_name, env),
                     node_name,
                 )
                 .with_reboot_store(reboot_store.clone()),

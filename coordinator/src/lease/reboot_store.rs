@@ -60,7 +60,9 @@ impl RebootStore {
         match cluster.backend {
             Backend::Etcd => {
                 let etcd = cluster.etcd.as_ref()?;
-                Some(Self::etcd(etcd, node_name, super::etcd_password(etcd, env)))
+                Some(Self::over(Client::Etcd(Box::new(EtcdStore::from_env(
+                    etcd, node_name, env,
+                )))))
             }
             Backend::Filesystem => Some(Self::filesystem(cluster.filesystem.as_ref()?, node_name)),
             _ => None,

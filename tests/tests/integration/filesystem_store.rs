@@ -8,24 +8,17 @@
 
 use std::path::Path;
 
-use cronstable_tests::{Coordinator, free_port, http, lines, start_shim, wait_for_state};
+use cronstable_tests::{Coordinator, http, lines, start_shim, wait_for_state};
 
 fn start(dir: &Path, store: &Path, topology: &str) -> Coordinator {
-    let (api, web) = (free_port(), free_port());
-    let config = dir.join("coordinator.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\ncluster:\n  \
-             nodeName: a\n  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n{topology}",
+    Coordinator::start_named(
+        dir,
+        "coordinator",
+        &format!(
+            "cluster:\n  nodeName: a\n  backend: filesystem\n  filesystem:\n    path: {}\n    \
+             ttl: 3\n{topology}",
             store.display()
         ),
-    )
-    .unwrap();
-    Coordinator::start_with(
-        config,
-        format!("http://127.0.0.1:{api}"),
-        ([127, 0, 0, 1], web).into(),
     )
 }
 

@@ -6,6 +6,7 @@
 
 mod dashboard_browser;
 mod deploy_artifacts;
+mod etcd_credentials;
 mod etcd_handoff;
 mod etcd_ledger;
 mod etcd_store;

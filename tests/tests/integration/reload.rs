@@ -330,22 +330,14 @@ fn wait_guarded_leader(web: SocketAddr) {
 fn start_guarded_lease_node(dir: &Path) -> (Coordinator, std::path::PathBuf) {
     let store = dir.join("store");
     std::fs::create_dir(&store).unwrap();
-    let (api, web) = (cronstable_tests::free_port(), cronstable_tests::free_port());
-    let config = dir.join("coordinator.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\n  authToken:\n    \
-             value: s3cret\ncluster:\n  nodeName: a\n  backend: filesystem\n  filesystem:\n    \
-             path: {}\n    ttl: 3\n    topology: single-node\n",
+    let c = Coordinator::start_named(
+        dir,
+        "coordinator",
+        &format!(
+            "  authToken:\n    value: s3cret\ncluster:\n  nodeName: a\n  backend: filesystem\n  \
+             filesystem:\n    path: {}\n    ttl: 3\n    topology: single-node\n",
             store.display()
         ),
-    )
-    .unwrap();
-    let c = Coordinator::start_with(
-        config,
-        format!("http://127.0.0.1:{api}"),
-        ([127, 0, 0, 1], web).into(),
     );
     (c, store)
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cronstable_tests::{Coordinator, free_port, http, wait_for_state};
+use cronstable_tests::{Coordinator, http, wait_for_state};
 
 /// Unmounts the test's mount when dropped, even when the test fails.
 struct Mounted(PathBuf);
@@ -25,21 +25,14 @@ fn cluster(c: &Coordinator) -> Result<serde_json::Value, String> {
 }
 
 fn start(dir: &Path, store: &Path) -> Coordinator {
-    let (api, web) = (free_port(), free_port());
-    let config = dir.join("coordinator.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\ncluster:\n  \
-             nodeName: a\n  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n",
+    Coordinator::start_named(
+        dir,
+        "coordinator",
+        &format!(
+            "cluster:\n  nodeName: a\n  backend: filesystem\n  filesystem:\n    path: {}\n    \
+             ttl: 3\n",
             store.display()
         ),
-    )
-    .unwrap();
-    Coordinator::start_with(
-        config,
-        format!("http://127.0.0.1:{api}"),
-        ([127, 0, 0, 1], web).into(),
     )
 }
 
