@@ -6,6 +6,7 @@
 mod config_fixtures;
 mod config_jobs;
 mod config_rules;
+mod gossip_stop;
 mod gossip_transport;
 mod node_stats_header;
 mod peer_harness;

@@ -230,6 +230,16 @@ impl GossipBackend {
         };
         if !last_reason.is_empty() {
             tracing::info!("cluster: the gossip manager started after an earlier failure");
+            // Back to the starting view until the first round (as at a start), not the
+            // "no manager" view of the failed attempts.
+            let election = if self.settings.elect_leader {
+                Election::Starting
+            } else {
+                Election::Off
+            };
+            let job_set_id = ctx.job_set.borrow().id.to_string();
+            ctx.view
+                .send_replace(self.pending_view(election, job_set_id, None));
         }
         self.run_mesh(mesh, ctx).await;
     }
@@ -487,8 +497,22 @@ impl GossipBackend {
         for slot in slots {
             slot.abort();
         }
+        // A stopped manager knows nothing any more: the gate must not keep acting on its last
+        // quorate round (the supervisor publishes the next backend's view after this).
+        let job_set_id = ctx.job_set.borrow().id.to_string();
+        ctx.view
+            .send_replace(self.pending_view(Election::Starting, job_set_id, None));
         let _ = stop_server.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        let mut server = server;
+        if tokio::time::timeout(Duration::from_secs(5), &mut server)
+            .await
+            .is_err()
+        {
+            // Never detached: a server left running would keep the port and serve the last
+            // quorate report to peers.
+            server.abort();
+            let _ = server.await;
+        }
         tracing::info!("cluster: gossip manager stopped");
     }
 

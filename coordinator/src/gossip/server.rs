@@ -117,6 +117,8 @@ pub async fn serve(
             }
         }));
     }
+    // Stop listening first, so no peer connects while the open connections are ended.
+    drop(listener);
     connections.shutdown().await;
 }
 

@@ -305,6 +305,12 @@ async fn drive<S: LeaseStore>(
     }
     if failing.is_some() {
         tracing::info!("cluster: the {backend} store can be used now; electing");
+        // Back to starting until the first round: the store works but nothing is known yet,
+        // so PreferLeader is held again rather than run as under "no manager".
+        tx.send_replace(ClusterView::starting(
+            me.clone(),
+            ClusterStatus::Lease(Box::new(LeaseStatus::new(backend))),
+        ));
     }
     // No view is published before the first round has completed: until then the node stays
     // Election::Starting and does not act.

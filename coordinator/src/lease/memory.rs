@@ -31,6 +31,8 @@ struct Inner {
     down: bool,
     wedged: bool,
     stand_down: Option<String>,
+    /// Why `prepare` fails, while it does.
+    unpreparable: Option<String>,
     next_token: u64,
     /// The "already ran" records: (job-set ID, job). Kept across holders, like a real store.
     reboot_ran: std::collections::BTreeSet<(String, String)>,
@@ -60,6 +62,11 @@ impl MemoryServer {
             token,
             timing,
         }
+    }
+
+    /// Makes `prepare` fail with `why` (`Some`) or succeed again (`None`).
+    pub fn set_unpreparable(&self, why: Option<&str>) {
+        self.lock().unpreparable = why.map(str::to_owned);
     }
 
     /// Makes every call fail (`true`) or work again (`false`).
@@ -173,6 +180,13 @@ impl LeaseStore for MemoryStore {
 
     fn timing(&self) -> LeaseTiming {
         self.timing
+    }
+
+    async fn prepare(&mut self) -> Result<(), String> {
+        match self.server.lock().unpreparable.clone() {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
     }
 
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {

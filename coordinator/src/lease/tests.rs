@@ -165,6 +165,37 @@ async fn an_out_of_band_revoke_is_won_again_on_the_next_round() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_start_that_recovers_goes_back_to_starting_until_its_first_round() {
+    let h = memory();
+    h.0.set_unpreparable(Some("the store is not there yet"));
+    // Its first round never completes, so whatever follows the recovery is the driver's own.
+    h.0.set_wedged(true);
+    let a = Node::start(&h, "a");
+    wait_until("a reports no manager", TIMING.duration, || {
+        matches!(a.view.borrow().election, Election::NoManager { .. })
+    })
+    .await;
+    h.0.set_unpreparable(None);
+    wait_until("a goes back to starting", TIMING.duration * 4, || {
+        matches!(a.view.borrow().election, Election::Starting)
+    })
+    .await;
+    // Starting, not "no manager": a PreferLeader firing is held, not run.
+    assert_eq!(
+        verdict(
+            &a.view.borrow(),
+            ClusterPolicy::PreferLeader,
+            Instant::now()
+        )
+        .1,
+        Reason::ConvergenceHold
+    );
+    h.0.set_wedged(false);
+    wait_until("a leads", TIMING.duration * 2, || a.leads()).await;
+    a.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_status_block_is_the_lease_shape() {
     let h = memory();
     let a = Node::start(&h, "a");
