@@ -178,13 +178,8 @@ impl ClusterView {
             Election::Off => Gate::ElectionOff,
             // The coordinator's own manager retries its start, so a deferrable firing waits.
             Election::NoManager { .. } => Gate::ManagerRetrying,
-            // Nothing is known yet: a blank, converging, non-quorate view whose @reboot record
-            // is unknown, which the table turns into exactly the fail-closed answers above.
-            Election::Starting => Gate::Manager(ManagerView {
-                converging: true,
-                reboot_ran_unknown: true,
-                ..ManagerView::default()
-            }),
+            // Nothing is known yet: the table's own starting row.
+            Election::Starting => Gate::Starting,
             Election::Managed(view) => {
                 let me = self.node_name.as_str();
                 let quorate = view.quorate_at(now);
@@ -457,9 +452,11 @@ mod tests {
         assert_eq!(d(Leader, FiringKind::Scheduled).verdict, Verdict::Skip);
         assert_eq!(d(Leader, FiringKind::Reboot).verdict, Verdict::Defer);
         assert_eq!(d(Leader, retry).verdict, Verdict::Defer);
+        assert_eq!(gate, Gate::Starting);
+        assert_eq!(d(Leader, FiringKind::Scheduled).reason, Reason::Starting);
         assert_eq!(
             d(PreferLeader, FiringKind::Scheduled).reason,
-            Reason::ConvergenceHold
+            Reason::Starting
         );
         assert_eq!(
             d(PreferLeader, FiringKind::Scheduled).verdict,

@@ -177,6 +177,7 @@ pub fn reason_to_wire(reason: Reason) -> pb::Reason {
         Reason::ConcurrencyPolicy => pb::Reason::ConcurrencyPolicy,
         Reason::TooLate => pb::Reason::TooLate,
         Reason::AlreadyRan => pb::Reason::AlreadyRan,
+        Reason::Starting => pb::Reason::Starting,
     }
 }
 

@@ -14,6 +14,7 @@
 //! | 2 | policy EveryNode | run, even without a manager |
 //! | 3 | no manager | Leader skips; PreferLeader runs |
 //! | 3' | the coordinator's manager failed to start, retried | as 3, but Leader retries and @reboot defer |
+//! | 3'' | the manager has not published its first view (starting) | Leader and PreferLeader skip (retries and @reboot defer) |
 //! | 3a | @reboot one-shot, ran-record not yet read for this job set | defer (RBT-22) |
 //! | 3b | @reboot one-shot that already ran in the cluster | skip (RBT-06) |
 //! | 4 | conflict visible | Leader skips (defers for retries and @reboot) |
@@ -65,6 +66,10 @@ pub enum Gate {
     /// or `@reboot` one-shot waits for the manager (defer) instead of being dropped, since the
     /// coordinator knows a decision will be possible once the start succeeds.
     ManagerRetrying,
+    /// Seen from the coordinator: a manager is running (or has just recovered from a failed
+    /// start) but has not published its first view. Nothing is known yet, so nothing gated
+    /// runs: unlike "no manager", PreferLeader is held too, since an answer is moments away.
+    Starting,
     /// A running manager's view, already resolved for the job being decided.
     Manager(ManagerView),
 }
@@ -155,11 +160,14 @@ pub enum Reason {
     /// A Leader or PreferLeader `@reboot` one-shot already ran in the cluster under the current
     /// job set (RBT-06, RBT-21): it is not run again.
     AlreadyRan,
+    /// The node's cluster manager has not published its first view yet (it is starting, or
+    /// has just recovered from a failed start): nothing gated runs until it has.
+    Starting,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Self::ElectionOff,
         Self::Manual,
         Self::EveryNode,
@@ -175,6 +183,7 @@ impl Reason {
         Self::ConcurrencyPolicy,
         Self::TooLate,
         Self::AlreadyRan,
+        Self::Starting,
     ];
 
     /// Stable snake_case code for JSON, metrics labels and logs.
@@ -195,6 +204,7 @@ impl Reason {
             Self::ConcurrencyPolicy => "concurrency_policy",
             Self::TooLate => "too_late",
             Self::AlreadyRan => "already_ran",
+            Self::Starting => "starting",
         }
     }
 
@@ -220,6 +230,7 @@ impl Reason {
             Self::AlreadyRan => {
                 "this @reboot job already ran in the cluster under the current job set"
             }
+            Self::Starting => "the cluster manager has not published its first view yet",
         }
     }
 }
@@ -281,6 +292,8 @@ pub fn decide(policy: ClusterPolicy, kind: FiringKind, gate: Gate) -> Decision {
                 _ => Decision::skip(Reason::NoManager),
             };
         }
+        Gate::Starting if kind.defers() => return Decision::defer(Reason::Starting),
+        Gate::Starting => return Decision::skip(Reason::Starting),
         Gate::Manager(view) => view,
     };
     // A transient denial: retries and @reboot one-shots wait it out, scheduled firings are gone.

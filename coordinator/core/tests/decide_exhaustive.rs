@@ -21,8 +21,9 @@ const RUN_REASONS: [Reason; 6] = [
 ];
 
 /// Reasons that may accompany a skip or a deferral (denials).
-const DENIAL_REASONS: [Reason; 7] = [
+const DENIAL_REASONS: [Reason; 8] = [
     Reason::AlreadyRan,
+    Reason::Starting,
     Reason::NoManager,
     Reason::Conflict,
     Reason::NoQuorum,
@@ -34,11 +35,12 @@ const DENIAL_REASONS: [Reason; 7] = [
 /// Transient denials: the only reasons a deferral may give (RTY-02). A subset of the denials.
 /// NoManager is transient only where the coordinator says its manager is being retried
 /// (`Gate::ManagerRetrying`); the exhaustive rules pin that separately.
-const TRANSIENT: [Reason; 4] = [
+const TRANSIENT: [Reason; 5] = [
     Reason::NoQuorum,
     Reason::Conflict,
     Reason::ConvergenceHold,
     Reason::NoManager,
+    Reason::Starting,
 ];
 
 /// Runs `check` on every combination and reports every violation at once, with its inputs.
@@ -57,7 +59,7 @@ fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision)
     }
     assert_eq!(
         count,
-        3 * 4 * 259,
+        3 * 4 * 260,
         "the input space is not fully enumerated"
     );
     assert!(
@@ -183,13 +185,14 @@ fn scheduled_firings_never_defer() {
 #[test]
 fn only_retries_and_reboots_defer_and_only_on_transient_denials() {
     for_all(
-        "Defer only for retries/@reboot, with NoQuorum/Conflict/ConvergenceHold, or NoManager \
-         while the manager is retried",
+        "Defer only for retries/@reboot, with NoQuorum/Conflict/ConvergenceHold, NoManager \
+         while the manager is retried, or Starting while it has no first view",
         |_, kind, gate, d| {
             d.verdict != Verdict::Defer
                 || (kind.defers()
                     && TRANSIENT.contains(&d.reason)
-                    && (d.reason != Reason::NoManager || gate == Gate::ManagerRetrying))
+                    && (d.reason != Reason::NoManager || gate == Gate::ManagerRetrying)
+                    && (d.reason != Reason::Starting || gate == Gate::Starting))
         },
     );
 }

@@ -79,6 +79,7 @@ fn parse_row(at: String, line: &str) -> Row {
         "off" => Gate::ElectionOff,
         "none" => Gate::NoManager,
         "retrying" => Gate::ManagerRetrying,
+        "starting" => Gate::Starting,
         "manager" => {
             let mut flag = |k: &str| yes_no(&at, k, take(k));
             Gate::Manager(ManagerView {
@@ -204,6 +205,7 @@ fn the_tables_cover_every_policy_kind_and_gate_type() {
             Gate::ElectionOff => "off",
             Gate::NoManager => "none",
             Gate::ManagerRetrying => "retrying",
+            Gate::Starting => "starting",
             Gate::Manager(_) => "manager",
         };
         combos.insert((r.policy, common::kind_name(r.kind), gate));
@@ -211,7 +213,7 @@ fn the_tables_cover_every_policy_kind_and_gate_type() {
     // Manual runs are never gated, so one gate type each would do; the rest need every type.
     for policy in ClusterPolicy::ALL {
         for kind in ["scheduled", "reboot", "retry"] {
-            for gate in ["off", "none", "retrying", "manager"] {
+            for gate in ["off", "none", "retrying", "starting", "manager"] {
                 assert!(
                     combos.contains(&(policy, kind, gate)),
                     "no row for policy={policy} kind={kind} gate={gate}"

@@ -188,7 +188,7 @@ async fn a_start_that_recovers_goes_back_to_starting_until_its_first_round() {
             Instant::now()
         )
         .1,
-        Reason::ConvergenceHold
+        Reason::Starting
     );
     h.0.set_wedged(false);
     wait_until("a leads", TIMING.duration * 2, || a.leads()).await;

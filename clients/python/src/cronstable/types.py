@@ -43,6 +43,7 @@ class Reason(enum.Enum):
     CONCURRENCY_POLICY = pb.REASON_CONCURRENCY_POLICY
     TOO_LATE = pb.REASON_TOO_LATE
     ALREADY_RAN = pb.REASON_ALREADY_RAN
+    STARTING = pb.REASON_STARTING
 
 
 class Policy(enum.Enum):

@@ -26,12 +26,17 @@ fn all_views() -> impl Iterator<Item = ManagerView> {
 
 /// Every gate: election off, no manager, a manager being retried, and a manager with each view.
 fn all_gates() -> impl Iterator<Item = Gate> {
-    [Gate::ElectionOff, Gate::NoManager, Gate::ManagerRetrying]
-        .into_iter()
-        .chain(all_views().map(Gate::Manager))
+    [
+        Gate::ElectionOff,
+        Gate::NoManager,
+        Gate::ManagerRetrying,
+        Gate::Starting,
+    ]
+    .into_iter()
+    .chain(all_views().map(Gate::Manager))
 }
 
-/// The whole input space: 3 policies × 4 kinds × 259 gates.
+/// The whole input space: 3 policies × 4 kinds × 260 gates.
 pub(crate) fn all_inputs() -> impl Iterator<Item = (ClusterPolicy, FiringKind, Gate)> {
     ClusterPolicy::ALL.into_iter().flat_map(|policy| {
         KINDS

@@ -47,6 +47,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_CONCURRENCY_POLICY: _ClassVar[Reason]
     REASON_TOO_LATE: _ClassVar[Reason]
     REASON_ALREADY_RAN: _ClassVar[Reason]
+    REASON_STARTING: _ClassVar[Reason]
 
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -83,6 +84,7 @@ REASON_COORDINATOR_UNREACHABLE: Reason
 REASON_CONCURRENCY_POLICY: Reason
 REASON_TOO_LATE: Reason
 REASON_ALREADY_RAN: Reason
+REASON_STARTING: Reason
 CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy

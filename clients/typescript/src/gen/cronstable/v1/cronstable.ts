@@ -231,6 +231,8 @@ export enum Reason {
   REASON_TOO_LATE = 14,
   /** REASON_ALREADY_RAN - SKIP: this @reboot one-shot already ran in the cluster */
   REASON_ALREADY_RAN = 15,
+  /** REASON_STARTING - SKIP or DEFER: the cluster manager has no first view yet */
+  REASON_STARTING = 16,
   UNRECOGNIZED = -1,
 }
 
@@ -284,6 +286,9 @@ export function reasonFromJSON(object: any): Reason {
     case 15:
     case "REASON_ALREADY_RAN":
       return Reason.REASON_ALREADY_RAN;
+    case 16:
+    case "REASON_STARTING":
+      return Reason.REASON_STARTING;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -325,6 +330,8 @@ export function reasonToJSON(object: Reason): string {
       return "REASON_TOO_LATE";
     case Reason.REASON_ALREADY_RAN:
       return "REASON_ALREADY_RAN";
+    case Reason.REASON_STARTING:
+      return "REASON_STARTING";
     case Reason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
