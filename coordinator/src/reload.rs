@@ -957,6 +957,130 @@ mod tests {
         }
     }
 
+    mod switching {
+        //! What a switch of cluster managers shows while it happens: the new backend's own
+        //! starting view, Watch streams ended when election turns on or off, and a stop that
+        //! wins over a reload queued behind it. Backends that never publish, so every view
+        //! checked here is the supervisor's own.
+        use super::super::*;
+        use super::{FS, parse};
+        use crate::cluster::BackendContext;
+        use crate::status::ClusterStatus;
+
+        struct Silent {
+            election: bool,
+        }
+
+        impl ClusterBackend for Silent {
+            fn name(&self) -> &'static str {
+                "silent"
+            }
+            fn initial_view(&self) -> ClusterView {
+                if self.election {
+                    ClusterView::starting("a", ClusterStatus::Disabled)
+                } else {
+                    ClusterView::election_off("a")
+                }
+            }
+            fn run(
+                self: Box<Self>,
+                ctx: BackendContext,
+            ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+                Box::pin(ctx.shutdown)
+            }
+        }
+
+        fn silent(election: bool) -> Manager {
+            Manager {
+                backend: Box::new(Silent { election }),
+                reboot_store: None,
+                handoffs: None,
+            }
+        }
+
+        struct Fixture {
+            sup: Supervisor,
+            view: watch::Receiver<ClusterView>,
+            state: CoordinatorState,
+            stop: watch::Sender<bool>,
+        }
+
+        fn fixture(election: bool) -> Fixture {
+            let first = Silent { election }.initial_view();
+            let (view_tx, view) = watch::channel(first);
+            let (state, live) = CoordinatorState::new(view.clone()).reloadable();
+            let (tokens, _) = watch::channel(None);
+            let (stop, stop_rx) = watch::channel(false);
+            let mut sup = Supervisor::new(
+                Config::default(),
+                "a".into(),
+                Environment::from_vars([]),
+                state.clone(),
+                view_tx,
+                live,
+                tokens,
+                stop_rx,
+            );
+            sup.start(Box::new(Silent { election }), None);
+            Fixture {
+                sup,
+                view,
+                state,
+                stop,
+            }
+        }
+
+        #[tokio::test]
+        async fn a_rebuild_shows_the_new_backends_starting_view_until_it_publishes() {
+            let mut f = fixture(true);
+            f.sup.switch_to(silent(true), None).await.unwrap();
+            assert_eq!(f.view.borrow().election, Election::Starting);
+            assert_eq!(f.sup.running.as_ref().map(|r| r.name), Some("silent"));
+        }
+
+        #[tokio::test]
+        async fn turning_election_on_or_off_ends_the_watch_streams_and_a_tuning_does_not() {
+            let mut f = fixture(false);
+            let mut before = f.state.open_watch("shim");
+            f.sup.switch_to(silent(true), None).await.unwrap();
+            let ended = tokio::time::timeout(Duration::from_secs(5), before.recv()).await;
+            assert!(
+                ended.as_ref().is_ok_and(Option::is_none),
+                "the stream ends on a mode flip"
+            );
+            let mut kept = f.state.open_watch("shim");
+            f.sup.switch_to(silent(true), None).await.unwrap();
+            assert!(
+                matches!(
+                    kept.try_recv(),
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty)
+                ),
+                "the stream stays open when the mode does not change"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_stop_wins_over_a_reload_queued_behind_it() {
+            let f = fixture(false);
+            let (tx, rx) = mpsc::channel(1);
+            let changed = parse(FS);
+            tx.send(Reload::Config(Box::new(changed))).await.unwrap();
+            f.stop.send(true).unwrap();
+            f.sup.run(rx).await;
+            assert_eq!(
+                f.view.borrow().election,
+                Election::Off,
+                "no manager was rebuilt while stopping"
+            );
+            let metrics = f.state.metrics.render(&serde_json::Value::Null);
+            assert!(
+                metrics.contains("cronstable_config_reloads_total{result=\"applied\"} 0")
+                    && metrics.contains("cronstable_config_reloads_total{result=\"refused\"} 0"),
+                "the queued reload was not taken: {metrics}"
+            );
+        }
+    }
+
     #[test]
     fn a_clean_stop_with_default_settings_fits_the_shipped_units_timeout() {
         let unit = std::fs::read_to_string(concat!(

@@ -89,6 +89,20 @@ fn a_node_whose_peers_never_answer_tls_acts_on_nothing_but_every_node_jobs_while
         "a Leader tick ran before the node knew anything"
     );
     assert_eq!(count(&out, "boot"), 0, "the Leader @reboot one-shot ran");
+    // Not dropped for good either: the one-shot was deferred (it waits for the first view),
+    // and never skipped.
+    let reboot: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("kind=Reboot") && l.contains("firing decided"))
+        .collect();
+    assert!(
+        !reboot.is_empty()
+            && reboot
+                .iter()
+                .all(|l| l.contains("verdict=\"defer\"") && l.contains("reason=\"starting\"")),
+        "the @reboot one-shot must be deferred with reason starting while the node starts:\n{}",
+        reboot.join("\n")
+    );
     assert!(
         !log.contains("election_off"),
         "answered from an election-off view:\n{log}"
