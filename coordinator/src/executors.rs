@@ -213,6 +213,13 @@ mod tests {
         Ok(())
     }
 
+    /// A claim that must succeed, by an instance no other holds alive.
+    fn hold(t: &Executors, executor: &str, asker: Instance, now: Instant) {
+        t.claim(executor, asker, now, |_| false, ok)
+            .unwrap()
+            .unwrap();
+    }
+
     #[test]
     fn the_first_instance_claims_and_may_claim_again() {
         let t = Executors::new();
@@ -228,9 +235,7 @@ mod tests {
     fn a_second_instance_is_refused_while_the_holder_watches_and_named() {
         let t = Executors::new();
         let t0 = Instant::now();
-        t.claim("shim", inst("a", 41), t0, |_| false, ok)
-            .unwrap()
-            .unwrap();
+        hold(&t, "shim", inst("a", 41), t0);
         t.watch_opened("shim", "a");
         // Hours later, still watching: still alive.
         let later = t0 + Duration::from_secs(7200);
@@ -251,9 +256,7 @@ mod tests {
     fn a_holder_whose_watch_closed_is_taken_over_at_once() {
         let t = Executors::new();
         let t0 = Instant::now();
-        t.claim("shim", inst("a", 1), t0, |_| false, ok)
-            .unwrap()
-            .unwrap();
+        hold(&t, "shim", inst("a", 1), t0);
         t.watch_opened("shim", "a");
         t.check("shim", "a", t0).unwrap();
         let r = t
@@ -278,9 +281,7 @@ mod tests {
     fn a_holder_without_a_watch_is_alive_until_silent_past_the_bound() {
         let t = Executors::new();
         let t0 = Instant::now();
-        t.claim("gate", inst("a", 1), t0, |_| false, ok)
-            .unwrap()
-            .unwrap();
+        hold(&t, "gate", inst("a", 1), t0);
         let just_before = t0 + SILENCE_BOUND - Duration::from_millis(1);
         assert!(
             t.claim("gate", inst("b", 2), just_before, |_| false, ok)
@@ -318,14 +319,10 @@ mod tests {
     fn a_holder_reconnecting_is_alive_between_its_registration_and_its_new_stream() {
         let t = Executors::new();
         let t0 = Instant::now();
-        t.claim("shim", inst("a", 1), t0, |_| false, ok)
-            .unwrap()
-            .unwrap();
+        hold(&t, "shim", inst("a", 1), t0);
         t.watch_opened("shim", "a");
         // Its stream broke and it registered again; the new stream is not open yet.
-        t.claim("shim", inst("a", 1), t0, |_| false, ok)
-            .unwrap()
-            .unwrap();
+        hold(&t, "shim", inst("a", 1), t0);
         assert!(t.claim("shim", inst("b", 2), t0, |_| false, ok).is_err());
         t.watch_opened("shim", "a");
         assert!(t.claim("shim", inst("b", 2), t0, |_| true, ok).is_err());

@@ -17,7 +17,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::clock::now_ms;
-use crate::executors::{Instance, is_config_executor};
+use crate::executors::{HeldByOther, Instance, is_config_executor};
 use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction, ManualStartError};
@@ -37,6 +37,13 @@ pub fn service(state: CoordinatorState) -> ExecutorServer<ExecutorService> {
 #[derive(Debug, Clone)]
 pub struct ExecutorService {
     state: CoordinatorState,
+}
+
+/// Another live process holds the executor id: the caller must run nothing.
+impl From<HeldByOther> for Status {
+    fn from(held: HeldByOther) -> Self {
+        Status::failed_precondition(held.to_string())
+    }
 }
 
 fn invalid(e: FieldError) -> Status {
@@ -97,7 +104,7 @@ impl ExecutorService {
         self.state
             .executors
             .check(executor_id, instance_id, tokio::time::Instant::now())
-            .map_err(|held| Status::failed_precondition(held.to_string()))
+            .map_err(Status::from)
     }
 }
 
@@ -141,7 +148,7 @@ impl Executor for ExecutorService {
                     refused = %held.asker,
                     "refused a second instance of an executor: {held}"
                 );
-                Status::failed_precondition(held.to_string())
+                Status::from(held)
             })?;
         let (set, takeover) = claimed.map_err(|e| match e {
             RegisterError::TakenByOther { .. } => Status::already_exists(e.to_string()),
@@ -364,14 +371,11 @@ impl Executor for ExecutorService {
     ) -> Result<Response<Self::WatchStream>, Status> {
         let req = request.into_inner();
         require(&req.executor_id, "executor_id")?;
-        self.state
-            .executors
-            .check(
-                &req.executor_id,
-                &req.instance_id,
-                tokio::time::Instant::now(),
-            )
-            .map_err(|held| Status::failed_precondition(held.to_string()))?;
+        self.state.executors.check(
+            &req.executor_id,
+            &req.instance_id,
+            tokio::time::Instant::now(),
+        )?;
         let mut instructions = self.state.open_watch(&req.executor_id);
         self.state
             .executors

@@ -244,60 +244,48 @@ async fn reload_on_hangup(
             continue;
         };
         tracing::info!(file = %path.display(), "SIGHUP: reloading the config");
-        // load() reads a missing file as the defaults, which is right at a first start and
-        // wrong here: a file moved away must not switch a running node's election off.
-        if !path.exists() {
-            tracing::error!(
-                "config reload: {}: no such file; the running config stays",
-                path.display()
-            );
-            if reloads.send(Reload::Unusable).await.is_err() {
-                return;
-            }
-            continue;
+        if reloads.send(read_for_reload(path).await).await.is_err() {
+            // The coordinator is stopping.
+            return;
         }
-        let owned = path.to_owned();
-        // load_for_reload also refuses an empty document, which load() reads as the defaults.
-        let loaded =
-            match tokio::task::spawn_blocking(move || config::load_for_reload(&owned)).await {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::error!(
-                        "config reload: the load task failed ({e}); the running config stays"
-                    );
-                    if reloads.send(Reload::Unusable).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-        match loaded {
-            Ok(loaded) => {
-                for w in &loaded.warnings {
-                    tracing::warn!("{w}");
-                }
-                if reloads
-                    .send(Reload::Config(Box::new(loaded.config)))
-                    .await
-                    .is_err()
-                {
-                    // The coordinator is stopping.
-                    return;
-                }
+    }
+}
+
+/// Loads `path` for a reload, logging why when it cannot be used: a missing file, a failed
+/// load task, or a file with errors (each on its own ERROR line, then a summary).
+async fn read_for_reload(path: &std::path::Path) -> Reload {
+    // load() reads a missing file as the defaults, which is right at a first start and wrong
+    // here: a file moved away must not switch a running node's election off.
+    if !path.exists() {
+        tracing::error!(
+            "config reload: {}: no such file; the running config stays",
+            path.display()
+        );
+        return Reload::Unusable;
+    }
+    let owned = path.to_owned();
+    // load_for_reload also refuses an empty document, which load() reads as the defaults.
+    match tokio::task::spawn_blocking(move || config::load_for_reload(&owned)).await {
+        Err(e) => {
+            tracing::error!("config reload: the load task failed ({e}); the running config stays");
+            Reload::Unusable
+        }
+        Ok(Ok(loaded)) => {
+            for w in &loaded.warnings {
+                tracing::warn!("{w}");
             }
-            Err(errors) => {
-                for e in &errors.0 {
-                    tracing::error!("{e}");
-                }
-                tracing::error!(
-                    "config reload: {} has {} error(s); the running config stays",
-                    path.display(),
-                    errors.0.len()
-                );
-                if reloads.send(Reload::Unusable).await.is_err() {
-                    return;
-                }
+            Reload::Config(Box::new(loaded.config))
+        }
+        Ok(Err(errors)) => {
+            for e in &errors.0 {
+                tracing::error!("{e}");
             }
+            tracing::error!(
+                "config reload: {} has {} error(s); the running config stays",
+                path.display(),
+                errors.0.len()
+            );
+            Reload::Unusable
         }
     }
 }

@@ -134,17 +134,6 @@ pub struct Coordinator {
     deadline: Duration,
 }
 
-/// A random id for this process start: `RandomState` is seeded from the OS's randomness.
-pub fn new_instance_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let word = || {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    };
-    format!("{:016x}{:016x}", word(), word())
-}
-
 impl Coordinator {
     /// A client for `addr` (`http://host:port` or `unix:/path`). Connects lazily, so a
     /// coordinator that starts after the shim is picked up on the first call that reaches it.
@@ -190,7 +179,7 @@ impl Coordinator {
             client: ExecutorClient::new(channel),
             questions: crate::batch::Batcher::default(),
             executor_id,
-            instance_id: new_instance_id().into(),
+            instance_id: cronstable_proto::new_instance_id().into(),
             deadline,
         })
     }

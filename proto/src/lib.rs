@@ -12,3 +12,16 @@ pub mod v1 {
 }
 
 pub mod convert;
+
+/// A random id for this process start, as the `instance_id` fields carry it (an executor's in
+/// `RegisterJobs`, a gossip node's in its `/peer` report): 32 hex digits. `RandomState` is
+/// seeded from the OS's randomness, so two processes (or two starts of one) never share one.
+pub fn new_instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let word = || {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    };
+    format!("{:016x}{:016x}", word(), word())
+}

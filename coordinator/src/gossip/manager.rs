@@ -19,8 +19,6 @@
 //! (it is not blank, so no convergence hold is needed), the listener uses the new context for
 //! new connections, and pollers drop connections made under the old one.
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -129,7 +127,7 @@ impl GossipBackend {
         Self {
             settings,
             node_name: node_name.into(),
-            instance_id: new_instance_id(),
+            instance_id: cronstable_proto::new_instance_id(),
         }
     }
 
@@ -145,17 +143,7 @@ impl ClusterBackend for GossipBackend {
     }
 
     fn initial_view(&self) -> ClusterView {
-        // With electLeader off there is nothing to wait for: every node runs every job.
-        let election = if self.settings.elect_leader {
-            Election::Starting
-        } else {
-            Election::Off
-        };
-        self.pending_view(
-            election,
-            crate::jobs::JobSet::default().id.to_string(),
-            None,
-        )
+        self.starting_view(crate::jobs::JobSet::default().id.to_string())
     }
 
     /// A round in flight (its polls end within `connectTimeout`), then up to 5 s for the
@@ -170,16 +158,6 @@ impl ClusterBackend for GossipBackend {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         Box::pin(self.drive(ctx))
     }
-}
-
-/// A random id for this process: `RandomState` is seeded from the OS's randomness per process.
-fn new_instance_id() -> String {
-    let word = || {
-        let mut h = RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    };
-    format!("{:016x}{:016x}", word(), word())
 }
 
 /// The display-only data of each configured peer, in `settings.peers` order (GSP-110..112):
@@ -232,14 +210,8 @@ impl GossipBackend {
             tracing::info!("cluster: the gossip manager started after an earlier failure");
             // Back to the starting view until the first round (as at a start), not the
             // "no manager" view of the failed attempts.
-            let election = if self.settings.elect_leader {
-                Election::Starting
-            } else {
-                Election::Off
-            };
             let job_set_id = ctx.job_set.borrow().id.to_string();
-            ctx.view
-                .send_replace(self.pending_view(election, job_set_id, None));
+            ctx.view.send_replace(self.starting_view(job_set_id));
         }
         self.run_mesh(mesh, ctx).await;
     }
@@ -278,6 +250,17 @@ impl GossipBackend {
         let job_set_id = ctx.job_set.borrow().id.to_string();
         ctx.view
             .send_replace(self.pending_view(election, job_set_id, error));
+    }
+
+    /// The view before the first round: starting, or election off with electLeader off (then
+    /// there is nothing to wait for: every node runs every job).
+    fn starting_view(&self, job_set_id: String) -> ClusterView {
+        let election = if self.settings.elect_leader {
+            Election::Starting
+        } else {
+            Election::Off
+        };
+        self.pending_view(election, job_set_id, None)
     }
 
     /// A view of this node with no round behind it: every peer `pending`, not quorate;

@@ -70,10 +70,7 @@ impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
     }
 
     fn initial_view(&self) -> ClusterView {
-        ClusterView::starting(
-            self.node_name.clone(),
-            ClusterStatus::Lease(Box::new(LeaseStatus::new(self.store.backend_name()))),
-        )
+        starting_view(&self.node_name, self.store.backend_name())
     }
 
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
@@ -86,6 +83,14 @@ impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
         let round = self.store.timing().round_timeout;
         (round * 2 + std::time::Duration::from_secs(1)).max(crate::cluster::DEFAULT_STOP_BOUND)
     }
+}
+
+/// The view before the first round: starting, with an empty lease block.
+fn starting_view(me: &str, backend: &'static str) -> ClusterView {
+    ClusterView::starting(
+        me.to_owned(),
+        ClusterStatus::Lease(Box::new(LeaseStatus::new(backend))),
+    )
 }
 
 /// What the driver remembers between rounds.
@@ -307,10 +312,7 @@ async fn drive<S: LeaseStore>(
         tracing::info!("cluster: the {backend} store can be used now; electing");
         // Back to starting until the first round: the store works but nothing is known yet,
         // so PreferLeader is held again rather than run as under "no manager".
-        tx.send_replace(ClusterView::starting(
-            me.clone(),
-            ClusterStatus::Lease(Box::new(LeaseStatus::new(backend))),
-        ));
+        tx.send_replace(starting_view(&me, backend));
     }
     // No view is published before the first round has completed: until then the node stays
     // Election::Starting and does not act.

@@ -122,7 +122,11 @@ impl EtcdCredentials {
     pub(crate) fn resolve(&self) -> EtcdAccess {
         let password = match &self.password {
             PasswordSource::Resolved(p) => p.clone(),
-            PasswordSource::Env(env) => super::etcd_password(&self.config, env),
+            // `None` when no password is configured, `Some(Err)` naming what failed.
+            PasswordSource::Env(env) => self.config.password.as_ref().map(|p| {
+                p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
+                    .map_err(|e| e.to_string())
+            }),
         };
         EtcdAccess::resolve(&self.config, password)
     }

@@ -188,15 +188,3 @@ pub fn backend_for(
         _ => None,
     }
 }
-
-/// The etcd password, resolved from its `fromEnvVar`/`fromFile` source in `env`; `None` when
-/// none is configured, `Some(Err)` naming what failed.
-pub(crate) fn etcd_password(
-    etcd: &crate::config::cluster::EtcdConfig,
-    env: &crate::Environment,
-) -> Option<Result<String, String>> {
-    etcd.password.as_ref().map(|p| {
-        p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
-            .map_err(|e| e.to_string())
-    })
-}
