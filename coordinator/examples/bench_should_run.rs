@@ -48,6 +48,10 @@ impl Executor for Echo {
             retry_after_ms: 0,
             firing_id: format!("v1:0123456789abcdef:{}:{}", r.job, r.scheduled_at_ms),
             node_name: "bench".into(),
+            election: Some(pb::ElectionStamp {
+                mode: pb::ElectionMode::Off as i32,
+                generation: 1,
+            }),
         }))
     }
     async fn should_run_batch(

@@ -9,7 +9,7 @@ use cronstable_core::FiringKind;
 use cronstable_core::Verdict;
 use cronstable_proto::convert::{
     FieldError, job_from_wire, kind_from_wire, policy_to_wire, reason_from_wire, reason_to_wire,
-    verdict_to_wire,
+    stamp_to_wire, verdict_to_wire,
 };
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
@@ -192,6 +192,7 @@ impl Executor for ExecutorService {
         Ok(Response::new(pb::RegisterJobsResponse {
             job_set_id: set.id.to_string(),
             jobs,
+            election: Some(stamp_to_wire(self.state.election_stamp())),
         }))
     }
 
@@ -223,6 +224,7 @@ impl Executor for ExecutorService {
             },
             firing_id: answer.firing_id,
             node_name: answer.node,
+            election: Some(stamp_to_wire(self.state.election_stamp())),
         }))
     }
 
@@ -385,6 +387,7 @@ impl Executor for ExecutorService {
             kind: Some(pb::instruction::Kind::Hello(pb::Hello {
                 node_name: self.state.node_name(),
                 job_set_id: job_sets.borrow_and_update().id.to_string(),
+                election: Some(stamp_to_wire(self.state.election_stamp())),
             })),
         };
         let executor = req.executor_id;
@@ -444,6 +447,9 @@ fn instruction_to_wire(i: Instruction) -> pb::Instruction {
         Instruction::JobSetChanged { job_set_id } => {
             pb::instruction::Kind::JobSetChanged(pb::JobSetChanged { job_set_id })
         }
+        Instruction::Goodbye { election } => pb::instruction::Kind::Goodbye(pb::Goodbye {
+            election: Some(stamp_to_wire(election)),
+        }),
         Instruction::RunDeferred {
             job,
             scheduled_at_ms,

@@ -142,6 +142,17 @@ pub enum RunError {
     AuthToken(#[source] config::SecretError),
 }
 
+/// How a coordinator was told to stop, and what it knows of its next start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stop {
+    /// The election mode of the config the process will start with again (the binary reads
+    /// its config file once more when told to stop); `None` when it cannot tell. Executors are
+    /// told to keep remembering "election off" while the coordinator is away only when this
+    /// keeps it off: a node being moved into a cluster must not leave its executors running
+    /// Leader jobs beside the elected leader while its new config fails to start.
+    pub next_mode: Option<cronstable_core::mode::ElectionMode>,
+}
+
 /// Runs a coordinator until `shutdown` resolves, then stops accepting requests, lets in-flight
 /// ones finish and returns.
 ///
@@ -153,7 +164,7 @@ pub async fn run(
     node_name: String,
     env: Environment,
     listeners: Listeners,
-    shutdown: impl Future<Output = ()> + Send + 'static,
+    shutdown: impl Future<Output = Stop> + Send + 'static,
     reloads: mpsc::Receiver<reload::Reload>,
 ) -> Result<(), RunError> {
     // The backend, and the stores built from the same cluster section: the @reboot records'
@@ -283,13 +294,23 @@ pub async fn run(
     // A server that dies on its own must not leave a coordinator that serves nothing: treat it
     // like a shutdown request and report why.
     let mut failed = None;
+    let mut stop = Stop::default();
     tokio::select! {
-        () = shutdown => {}
+        s = shutdown => stop = s,
         r = &mut grpc_task => failed = Some(("gRPC", r.map(|r| r.map_err(RunError::Grpc)))),
         r = &mut web_task => failed = Some(("HTTP", r.map(|r| r.map_err(RunError::Web)))),
     }
+    // Before anything stops: the farewell tells executors whether "election off" still holds
+    // while this process is away, and every answer from now on carries the same stamp.
+    let farewell = state.say_goodbye(stop.next_mode);
+    tracing::info!(
+        election_mode = farewell.mode.as_str(),
+        generation = farewell.generation,
+        "told executors which election mode to remember while this coordinator is away"
+    );
     if let Some((which, result)) = failed {
         let _ = stop_tx.send(true);
+        state.close_watches();
         deferred_task.abort();
         let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
         return match result {

@@ -172,7 +172,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             node_name,
             env,
             listeners,
-            shutdown_signal(),
+            stop_signal(path.clone()),
             reload_rx,
         )
         .await
@@ -288,6 +288,48 @@ async fn read_for_reload(path: &std::path::Path) -> Reload {
             Reload::Unusable
         }
     }
+}
+
+/// Resolves on SIGTERM or SIGINT with what the config file says about the next start: its
+/// election mode, read again now (an edit made for the next start is on disk by the time the
+/// process is stopped to apply it). Unknown without a file, or when the file cannot be used.
+async fn stop_signal(path: Option<PathBuf>) -> cronstable_coordinator::Stop {
+    shutdown_signal().await;
+    let next_mode = match path {
+        // Without --config every start is election off.
+        None => Some(config::Config::default().election_mode()),
+        // The next start refuses a missing file.
+        Some(path) if !path.exists() => {
+            tracing::warn!(
+                file = %path.display(),
+                "stopping: the config file is gone; executors are told the election mode is unknown"
+            );
+            None
+        }
+        Some(path) => {
+            let shown = path.display().to_string();
+            match tokio::task::spawn_blocking(move || config::load_for_reload(&path)).await {
+                Ok(Ok(loaded)) => Some(loaded.config.election_mode()),
+                Ok(Err(errors)) => {
+                    tracing::warn!(
+                        file = shown,
+                        errors = errors.0.len(),
+                        "stopping: the config file the next start would read has errors; \
+                         executors are told the election mode is unknown"
+                    );
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "stopping: could not read the config file again ({e}); executors are \
+                         told the election mode is unknown"
+                    );
+                    None
+                }
+            }
+        }
+    };
+    cronstable_coordinator::Stop { next_mode }
 }
 
 /// Resolves on SIGTERM (how Kubernetes stops a container) or SIGINT.

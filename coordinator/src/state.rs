@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::fingerprint::firing_id;
+use cronstable_core::mode::{ElectionMode, ElectionStamp, Stamps};
 use cronstable_core::{ClusterPolicy, Decision, FiringKind, Gate, decide};
 use tokio::sync::{mpsc, watch};
 
@@ -15,6 +16,14 @@ use crate::ledger::{Event, Ledger, Record};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::reboot_ran::RebootRan;
+
+/// The election mode a view stands for, as executors are told it.
+fn election_mode(election: &Election) -> ElectionMode {
+    match election {
+        Election::Off => ElectionMode::Off,
+        _ => ElectionMode::On,
+    }
+}
 
 /// An instruction for one executor, delivered over its Watch stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +61,12 @@ pub enum Instruction {
     JobSetChanged {
         /// The new ID.
         job_set_id: String,
+    },
+    /// The coordinator is stopping: the election mode the executor may keep remembering
+    /// while it is away (the last instruction of every stream).
+    Goodbye {
+        /// The farewell stamp.
+        election: ElectionStamp,
     },
 }
 
@@ -135,6 +150,8 @@ pub struct CoordinatorState {
     live: watch::Receiver<Arc<LiveHandles>>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
+    /// The election stamps this process hands its executors (cronstable_core::mode).
+    stamps: Arc<Mutex<Stamps>>,
 }
 
 impl CoordinatorState {
@@ -151,6 +168,10 @@ impl CoordinatorState {
             live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
+            stamps: Arc::new(Mutex::new(Stamps::new(
+                ElectionMode::Unknown,
+                crate::clock::now_ms(),
+            ))),
         }
     }
 
@@ -392,6 +413,43 @@ impl CoordinatorState {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(executor_id.to_owned(), tx);
         rx
+    }
+
+    /// The election mode as executors should remember it, stamped: off when the view has
+    /// election off, on otherwise (a node that is starting or has lost its manager still
+    /// belongs to a cluster). After [`Self::say_goodbye`], the farewell stamp.
+    pub fn election_stamp(&self) -> ElectionStamp {
+        let mode = election_mode(&self.view.borrow().election);
+        self.stamps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stamp(mode)
+    }
+
+    /// Tells every executor with an open Watch stream that this coordinator is stopping, and
+    /// which election mode it may keep remembering: the running one when `next` (the mode of
+    /// the config the process will start with again, `None` when unknown) keeps it, unknown
+    /// otherwise. Every later answer carries the same farewell stamp.
+    pub fn say_goodbye(&self, next: Option<ElectionMode>) -> ElectionStamp {
+        let running = election_mode(&self.view.borrow().election);
+        let election = self
+            .stamps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .farewell(running, next);
+        let senders: Vec<_> = self
+            .watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for tx in senders {
+            // A stream too far behind to take one more message is one the executor is not
+            // reading; it is closed right after this in any case.
+            let _ = tx.try_send(Instruction::Goodbye { election });
+        }
+        election
     }
 
     /// Ends every open Watch stream (at shutdown, so graceful shutdown is not held up by them).

@@ -4,12 +4,14 @@
 //! shim stops on: the caller applies the seed's "no manager" row (Leader skips, PreferLeader and
 //! EveryNode run), so a dead coordinator never wedges the shim.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronstable_core::{ClusterPolicy, FiringKind, JobSpec, Reason, Verdict};
-use cronstable_proto::convert::{job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire};
+use cronstable_core::mode::ElectionStamp;
+use cronstable_core::{FiringKind, JobSpec, Reason, Verdict};
+use cronstable_proto::convert::{
+    job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire, stamp_from_wire,
+};
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;
 use hyper_util::rt::TokioIo;
@@ -21,9 +23,8 @@ use tonic::{Code, Status};
 pub struct Registration {
     /// The job-set ID the coordinator computed.
     pub job_set_id: String,
-    /// Each job's effective policy. It differs from the requested one where the coordinator
-    /// overrides it: with election off every job comes back EveryNode.
-    pub effective: Arc<BTreeMap<String, ClusterPolicy>>,
+    /// The coordinator's election mode (unknown from an older coordinator).
+    pub election: ElectionStamp,
 }
 
 /// The client deadline of a `Handoff` call: the coordinator's 3 s store write, plus 1 s.
@@ -118,6 +119,8 @@ pub struct Answer {
     pub retry_after: Duration,
     /// The cluster-wide firing key.
     pub firing_id: String,
+    /// The coordinator's election mode when it answered (unknown from an older coordinator).
+    pub election: ElectionStamp,
     /// The answering coordinator's node name.
     pub node_name: String,
 }
@@ -222,21 +225,9 @@ impl Coordinator {
         };
         let mut c = self.client.clone();
         let r = self.bounded(c.register_jobs(self.request(req))).await?;
-        let effective = r
-            .jobs
-            .iter()
-            .filter_map(|j| {
-                let policy = cronstable_proto::convert::policy_from_wire(
-                    j.effective_policy,
-                    "effective_policy",
-                )
-                .ok()?;
-                Some((j.name.clone(), policy))
-            })
-            .collect();
         Ok(Registration {
+            election: stamp_from_wire(r.election.as_ref()),
             job_set_id: r.job_set_id,
-            effective: Arc::new(effective),
         })
     }
 
@@ -273,6 +264,7 @@ impl Coordinator {
             retry_after: Duration::from_millis(r.retry_after_ms.max(100)),
             firing_id: r.firing_id,
             node_name: r.node_name,
+            election: stamp_from_wire(r.election.as_ref()),
         })
     }
 

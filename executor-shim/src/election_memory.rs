@@ -1,28 +1,35 @@
 //! What the coordinator last said about election, for the moments it cannot be reached.
 //!
-//! Without a `cluster` section a coordinator answers RUN for every job, and its registration
-//! answer makes every job EveryNode. When such a coordinator restarts (the single-replica
-//! sidecar), the shim would otherwise fall back to the "no manager" row and skip every Leader
-//! job until it is back. So the shim remembers which jobs the coordinator had made EveryNode,
-//! and runs them while it is away, for a bounded time.
+//! Without a `cluster` section a coordinator answers RUN for every job. When such a coordinator
+//! restarts (the single-replica sidecar), the shim would otherwise fall back to the "no
+//! manager" row and skip every Leader job until it is back. So the shim remembers the election
+//! mode the coordinator stated ([`cronstable_core::mode`]), and while that mode is "off" it runs
+//! its jobs while the coordinator is away, for a bounded time.
 //!
 //! The memory must never outlive the mode it describes, or a shim would run Leader jobs on every
-//! node beside the elected leader:
-//! - any answer that comes from the table with election on (any reason but `election_off` or
-//!   `manual`) forgets the whole memory at once, whichever job it was about, since election is
-//!   a property of the coordinator, not of a job;
-//! - it is trusted for [`MEMORY_TTL`] after the coordinator last said election is off, so a
-//!   coordinator that crash-loops on a new config does not leave the node running Leader jobs
-//!   indefinitely;
+//! node beside the elected leader. So it only ever holds what the coordinator said in so many
+//! words, never what the shim inferred:
+//!
+//! - every registration answer, Watch hello, ShouldRun answer and farewell carries a stamp (mode
+//!   and generation); a registration answer is always applied (it comes from the process the
+//!   shim talks to now), the others in generation order, so a late answer from a coordinator
+//!   process that has since stopped cannot undo its farewell;
+//! - a coordinator that stops gracefully says "unknown" unless the config it will start with
+//!   still has election off, so a node moved into a cluster whose new config fails to start
+//!   leaves its shim applying the no-manager row;
+//! - an answer with a reason this build does not know clears the memory, and so does a
+//!   registration answer without a stamp (an older coordinator);
+//! - "off" is trusted for [`MEMORY_TTL`] after the coordinator last said it, which bounds a
+//!   coordinator that was killed (no farewell) and crash-loops on a new config;
 //! - it applies only when the coordinator cannot be reached: an answer that refuses the
 //!   question is no reason to assume anything.
 //!
 //! Pure: the clock is an argument.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cronstable_core::{ClusterPolicy, Gate, JobSpec, Reason};
+use cronstable_core::mode::{ElectionMode, ElectionStamp};
+use cronstable_core::{Gate, Reason};
 use tokio::time::Instant;
 
 /// How long "election is off" is trusted after the coordinator last said so.
@@ -31,67 +38,69 @@ pub const MEMORY_TTL: Duration = Duration::from_secs(300);
 /// The remembered election mode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ElectionMemory {
-    /// Jobs the coordinator made EveryNode although they ask for more: election was off.
-    off_for: BTreeSet<String>,
-    /// When the coordinator last said so.
-    said_at: Option<Instant>,
+    /// The last stamp applied.
+    stamp: ElectionStamp,
+    /// When the coordinator last said election is off.
+    off_said_at: Option<Instant>,
 }
 
 impl ElectionMemory {
-    /// The memory after a registration answered at `now`: each job's requested policy in
-    /// `specs` against its effective policy in the answer.
-    pub fn registered<'a>(
-        specs: impl IntoIterator<Item = &'a JobSpec>,
-        effective: &std::collections::BTreeMap<String, ClusterPolicy>,
-        now: Instant,
-    ) -> Self {
-        let off_for: BTreeSet<String> = specs
-            .into_iter()
-            .filter(|s| {
-                s.cluster_policy != ClusterPolicy::EveryNode
-                    && effective.get(&s.name) == Some(&ClusterPolicy::EveryNode)
-            })
-            .map(|s| s.name.clone())
-            .collect();
-        let said_at = (!off_for.is_empty()).then_some(now);
-        Self { off_for, said_at }
+    /// The remembered mode.
+    pub fn mode(&self) -> ElectionMode {
+        self.stamp.mode
     }
 
     /// Whether the coordinator had election off when it last said anything.
     pub fn election_off(&self) -> bool {
-        !self.off_for.is_empty()
+        self.stamp.mode == ElectionMode::Off
     }
 
-    /// Takes in the coordinator's answer about `job` at `now`. Returns whether the memory
-    /// changed.
-    pub fn answered(&mut self, job: &JobSpec, reason: Option<Reason>, now: Instant) -> bool {
-        if job.cluster_policy == ClusterPolicy::EveryNode {
+    /// Takes in a registration answer's stamp at `now`. Always applied: the registration
+    /// starts the session with the coordinator process that answers now, whose generation is
+    /// lower than the last one only if the clock was set back between two starts. Returns
+    /// whether the mode changed.
+    pub fn registered(&mut self, stamp: ElectionStamp, now: Instant) -> bool {
+        self.apply(stamp, now)
+    }
+
+    /// Takes in the stamp of a Watch hello, a farewell or an answer at `now`, unless it is older
+    /// than the last one applied. Returns whether the mode changed.
+    pub fn heard(&mut self, stamp: ElectionStamp, now: Instant) -> bool {
+        if stamp.generation < self.stamp.generation {
             return false;
         }
-        match reason {
-            Some(Reason::ElectionOff) => {
-                let added = self.off_for.insert(job.name.clone());
-                self.said_at = Some(now);
-                added
-            }
-            // A manual start says nothing about election.
-            Some(Reason::Manual) | None => false,
-            // Anything else comes from the table with election on.
-            Some(_) => {
-                let changed = !self.off_for.is_empty();
-                *self = Self::default();
-                changed
-            }
-        }
+        self.apply(stamp, now)
     }
 
-    /// The gate the shim applies by itself for `job` at `now` when the coordinator cannot be
-    /// reached: election off while the memory holds and is fresh, else the "no manager" row.
-    pub fn gate(&self, job: &JobSpec, now: Instant) -> Gate {
+    /// Takes in a ShouldRun answer at `now`: its `reason` (`None` when this build does not know
+    /// it) and its stamp. An unknown reason comes from a newer coordinator whose answer this
+    /// shim cannot fully read: it clears the memory. Returns whether the mode changed.
+    pub fn answered(&mut self, reason: Option<Reason>, stamp: ElectionStamp, now: Instant) -> bool {
+        if reason.is_none() {
+            let cleared = ElectionStamp {
+                mode: ElectionMode::Unknown,
+                generation: self.stamp.generation.max(stamp.generation),
+            };
+            return self.apply(cleared, now);
+        }
+        self.heard(stamp, now)
+    }
+
+    fn apply(&mut self, stamp: ElectionStamp, now: Instant) -> bool {
+        let changed = stamp.mode != self.stamp.mode;
+        self.stamp = stamp;
+        self.off_said_at = (stamp.mode == ElectionMode::Off).then_some(now);
+        changed
+    }
+
+    /// The gate the shim applies by itself at `now` when the coordinator cannot be reached:
+    /// election off while the coordinator last said so and that is fresh, else the "no
+    /// manager" row.
+    pub fn gate(&self, now: Instant) -> Gate {
         let fresh = self
-            .said_at
+            .off_said_at
             .is_some_and(|t| now.saturating_duration_since(t) <= MEMORY_TTL);
-        if fresh && self.off_for.contains(&job.name) {
+        if self.election_off() && fresh {
             Gate::ElectionOff
         } else {
             Gate::NoManager
@@ -102,66 +111,86 @@ impl ElectionMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
-    fn job(name: &str, policy: ClusterPolicy) -> JobSpec {
-        let mut j = JobSpec::new(name, "* * * * *", "true");
-        j.cluster_policy = policy;
-        j
+    fn stamp(mode: ElectionMode, generation: u64) -> ElectionStamp {
+        ElectionStamp { mode, generation }
     }
 
     #[test]
-    fn a_registration_with_election_off_is_remembered_for_a_bounded_time() {
+    fn election_off_is_remembered_for_a_bounded_time() {
         let t0 = Instant::now();
-        let charge = job("charge", ClusterPolicy::Leader);
-        let every = job("every", ClusterPolicy::EveryNode);
-        let effective = BTreeMap::from([
-            ("charge".to_owned(), ClusterPolicy::EveryNode),
-            ("every".to_owned(), ClusterPolicy::EveryNode),
-        ]);
-        let m = ElectionMemory::registered([&charge, &every], &effective, t0);
+        let mut m = ElectionMemory::default();
+        assert!(m.registered(stamp(ElectionMode::Off, 100), t0));
         assert!(m.election_off());
-        assert_eq!(m.gate(&charge, t0 + MEMORY_TTL), Gate::ElectionOff);
+        assert_eq!(m.gate(t0 + MEMORY_TTL), Gate::ElectionOff);
         assert_eq!(
-            m.gate(&charge, t0 + MEMORY_TTL + Duration::from_millis(1)),
+            m.gate(t0 + MEMORY_TTL + Duration::from_millis(1)),
             Gate::NoManager
         );
-        // A job that is EveryNode itself needs no memory.
-        assert_eq!(m.gate(&every, t0), Gate::NoManager);
+        // Said again later: trusted from then on.
+        let t1 = t0 + MEMORY_TTL;
+        assert!(!m.heard(stamp(ElectionMode::Off, 100), t1));
+        assert_eq!(m.gate(t1 + MEMORY_TTL), Gate::ElectionOff);
     }
 
     #[test]
-    fn never_registered_or_election_on_fails_closed() {
+    fn never_told_on_or_unknown_fails_closed() {
         let t0 = Instant::now();
-        let charge = job("charge", ClusterPolicy::Leader);
-        assert_eq!(ElectionMemory::default().gate(&charge, t0), Gate::NoManager);
-        let on = BTreeMap::from([("charge".to_owned(), ClusterPolicy::Leader)]);
-        let m = ElectionMemory::registered([&charge], &on, t0);
-        assert!(!m.election_off());
-        assert_eq!(m.gate(&charge, t0), Gate::NoManager);
+        assert_eq!(ElectionMemory::default().gate(t0), Gate::NoManager);
+        for mode in [ElectionMode::On, ElectionMode::Unknown] {
+            let mut m = ElectionMemory::default();
+            m.registered(stamp(mode, 100), t0);
+            assert_eq!(m.gate(t0), Gate::NoManager, "{mode:?}");
+        }
     }
 
     #[test]
-    fn any_election_answer_forgets_every_job_and_election_off_answers_refresh_it() {
+    fn stamps_apply_in_generation_order_and_a_farewell_is_not_undone() {
         let t0 = Instant::now();
-        let daily = job("daily", ClusterPolicy::Leader);
-        let tick = job("tick", ClusterPolicy::PreferLeader);
-        let off = BTreeMap::from([
-            ("daily".to_owned(), ClusterPolicy::EveryNode),
-            ("tick".to_owned(), ClusterPolicy::EveryNode),
-        ]);
-        let mut m = ElectionMemory::registered([&daily, &tick], &off, t0);
-        // A manual start says nothing.
-        assert!(!m.answered(&tick, Some(Reason::Manual), t0));
-        assert_eq!(m.gate(&daily, t0), Gate::ElectionOff);
-        // The coordinator was reloaded into a cluster: an answer about `tick` forgets `daily`
-        // too, which may not fire again for a day.
-        assert!(m.answered(&tick, Some(Reason::NotOwner), t0));
-        assert_eq!(m.gate(&daily, t0), Gate::NoManager);
-        // Off again: refreshed per job, with a new deadline.
-        let t1 = t0 + Duration::from_secs(600);
-        assert!(m.answered(&daily, Some(Reason::ElectionOff), t1));
-        assert_eq!(m.gate(&daily, t1 + MEMORY_TTL), Gate::ElectionOff);
-        assert_eq!(m.gate(&tick, t1), Gate::NoManager);
+        let mut m = ElectionMemory::default();
+        m.registered(stamp(ElectionMode::Off, 100), t0);
+        // The coordinator stops into a cluster config: its farewell says unknown.
+        assert!(m.heard(stamp(ElectionMode::Unknown, 101), t0));
+        assert_eq!(m.gate(t0), Gate::NoManager);
+        // An answer it gave before the farewell arrives late: ignored.
+        assert!(!m.heard(stamp(ElectionMode::Off, 100), t0));
+        assert!(!m.answered(Some(Reason::ElectionOff), stamp(ElectionMode::Off, 100), t0));
+        assert_eq!(m.gate(t0), Gate::NoManager);
+        // A farewell that keeps election off keeps the memory.
+        let mut kept = ElectionMemory::default();
+        kept.registered(stamp(ElectionMode::Off, 100), t0);
+        assert!(!kept.heard(stamp(ElectionMode::Off, 101), t0));
+        assert_eq!(kept.gate(t0), Gate::ElectionOff);
+    }
+
+    #[test]
+    fn a_registration_applies_even_from_an_older_generation() {
+        // The clock was set back between two coordinator starts: the new process's stamps
+        // are older, and its registration answer still counts.
+        let t0 = Instant::now();
+        let mut m = ElectionMemory::default();
+        m.registered(stamp(ElectionMode::Off, 5_000), t0);
+        assert!(m.registered(stamp(ElectionMode::On, 1_000), t0));
+        assert_eq!(m.gate(t0), Gate::NoManager);
+        // And its later stamps are in order with it.
+        assert!(m.heard(stamp(ElectionMode::Off, 1_001), t0));
+        assert_eq!(m.gate(t0), Gate::ElectionOff);
+    }
+
+    #[test]
+    fn every_answer_updates_the_memory_and_an_unknown_reason_clears_it() {
+        let t0 = Instant::now();
+        let mut m = ElectionMemory::default();
+        m.registered(stamp(ElectionMode::Off, 100), t0);
+        // A manual start's answer says the mode too.
+        assert!(!m.answered(Some(Reason::Manual), stamp(ElectionMode::Off, 100), t0));
+        assert_eq!(m.gate(t0), Gate::ElectionOff);
+        // A newer reason this build cannot read: assume nothing.
+        assert!(m.answered(None, stamp(ElectionMode::Off, 100), t0));
+        assert_eq!(m.gate(t0), Gate::NoManager);
+        // An older coordinator states no mode: its registration answer clears the memory.
+        m.registered(stamp(ElectionMode::Off, 100), t0);
+        assert!(m.registered(ElectionStamp::default(), t0));
+        assert_eq!(m.gate(t0), Gate::NoManager);
     }
 }

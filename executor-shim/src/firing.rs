@@ -60,9 +60,9 @@ pub struct FiringContext {
     /// [`crate::one_shot`]): a coordinator still holding a previous registration would decide
     /// it under the old job set, whose "already ran" record does not apply to the new one.
     pub registered: Arc<watch::Sender<Option<JobSetId>>>,
-    /// What the coordinator last said about election (see [`crate::election_memory`]): a job
-    /// it made EveryNode (election off) still runs while it cannot be reached, for a bounded
-    /// time.
+    /// What the coordinator last said about election (see [`crate::election_memory`]): with
+    /// election off, jobs still run while it cannot be reached, for a bounded time. Written
+    /// through [`Self::remember`].
     pub election: Arc<watch::Sender<ElectionMemory>>,
     /// Set, with the coordinator's reason, while another live process holds this shim's
     /// executor id or its jobs on this node: the shim then runs nothing at all (not even
@@ -108,6 +108,26 @@ impl FiringContext {
         if changed {
             tracing::error!(
                 "this shim runs no job while another process holds its executor id or jobs on this node: {reason}"
+            );
+        }
+    }
+
+    /// Updates the election memory with `update` (given the time now); logs once per change
+    /// of the remembered mode.
+    pub fn remember(&self, update: impl FnOnce(&mut ElectionMemory, tokio::time::Instant) -> bool) {
+        let now = tokio::time::Instant::now();
+        let mut mode = None;
+        self.election.send_if_modified(|m| {
+            let changed = update(m, now);
+            if changed {
+                mode = Some(m.mode());
+            }
+            changed
+        });
+        if let Some(mode) = mode {
+            tracing::info!(
+                election_mode = mode.as_str(),
+                "the coordinator's election mode, remembered for when it cannot be reached"
             );
         }
     }
@@ -164,11 +184,7 @@ impl FiringContext {
                 self.leave_standby();
                 self.registered
                     .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
-                self.election.send_replace(ElectionMemory::registered(
-                    &specs,
-                    &registration.effective,
-                    tokio::time::Instant::now(),
-                ));
+                self.remember(|m, now| m.registered(registration.election, now));
                 self.reregister.notify_one();
                 answer = ask().await;
             }
@@ -195,9 +211,7 @@ impl FiringContext {
         }
         match answer {
             Ok(a) => {
-                let now = tokio::time::Instant::now();
-                self.election
-                    .send_if_modified(|m| m.answered(job, a.reason, now));
+                self.remember(|m, now| m.answered(a.reason, a.election, now));
                 Gated {
                     verdict: a.verdict,
                     reason: a.reason.unwrap_or(Reason::NoManager),
@@ -213,9 +227,7 @@ impl FiringContext {
                 // The memory speaks only for a coordinator that is away, not for one that
                 // answered with a refusal.
                 let gate = if e.is_unreachable() {
-                    self.election
-                        .borrow()
-                        .gate(job, tokio::time::Instant::now())
+                    self.election.borrow().gate(tokio::time::Instant::now())
                 } else {
                     Gate::NoManager
                 };

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use cronstable_core::fingerprint::job_set_id;
 use cronstable_core::{FiringKind, JobSpec};
+use cronstable_proto::convert::stamp_from_wire;
 use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
 
@@ -24,7 +25,6 @@ const STANDBY_RETRY: Duration = Duration::from_secs(1);
 pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<LoadedJob>>>) {
     let mut backoff = BACKOFF_START;
     let mut stopping = ctx.stopping.clone();
-    let mut was_election_off = false;
     loop {
         if *stopping.borrow() {
             return;
@@ -49,20 +49,7 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
                     job_set_id = registration.job_set_id,
                     "registered with the coordinator"
                 );
-                let memory = crate::election_memory::ElectionMemory::registered(
-                    &specs,
-                    &registration.effective,
-                    tokio::time::Instant::now(),
-                );
-                let election_off = memory.election_off();
-                if election_off != was_election_off {
-                    tracing::info!(
-                        election_off,
-                        "the coordinator's election mode, remembered for when it cannot be reached"
-                    );
-                    was_election_off = election_off;
-                }
-                ctx.election.send_replace(memory);
+                ctx.remember(|m, now| m.registered(registration.election, now));
                 // The shim's own fingerprint of what it registered, compared with its current
                 // job set before an @reboot one-shot is asked about (crate::one_shot).
                 ctx.registered.send_replace(Some(job_set_id(&specs)));
@@ -134,6 +121,16 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
                 job_set_id = h.job_set_id,
                 "coordinator connected"
             );
+            let stamp = stamp_from_wire(h.election.as_ref());
+            ctx.remember(|m, now| m.heard(stamp, now));
+        }
+        Some(pb::instruction::Kind::Goodbye(g)) => {
+            let stamp = stamp_from_wire(g.election.as_ref());
+            tracing::info!(
+                election_mode = stamp.mode.as_str(),
+                "the coordinator is stopping"
+            );
+            ctx.remember(|m, now| m.heard(stamp, now));
         }
         Some(pb::instruction::Kind::ManualStart(m)) => {
             let Some(job) = jobs

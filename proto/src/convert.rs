@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::v1 as pb;
+use cronstable_core::mode::{ElectionMode, ElectionStamp};
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{
     ClusterPolicy, ConcurrencyPolicy, FiringKind, JobSpec, Reason, RetryPolicy, Verdict,
@@ -187,9 +188,55 @@ pub fn reason_from_wire(value: i32) -> Option<Reason> {
     Reason::ALL.into_iter().find(|r| reason_to_wire(*r) == wire)
 }
 
+/// The wire form of an election stamp.
+pub fn stamp_to_wire(stamp: ElectionStamp) -> pb::ElectionStamp {
+    pb::ElectionStamp {
+        mode: match stamp.mode {
+            ElectionMode::Unknown => pb::ElectionMode::Unspecified,
+            ElectionMode::Off => pb::ElectionMode::Off,
+            ElectionMode::On => pb::ElectionMode::On,
+        } as i32,
+        generation: stamp.generation,
+    }
+}
+
+/// The election stamp of a message; an absent stamp (an older coordinator) or a mode this
+/// build does not know is [`ElectionMode::Unknown`].
+pub fn stamp_from_wire(stamp: Option<&pb::ElectionStamp>) -> ElectionStamp {
+    let Some(stamp) = stamp else {
+        return ElectionStamp::default();
+    };
+    let mode = match pb::ElectionMode::try_from(stamp.mode) {
+        Ok(pb::ElectionMode::Off) => ElectionMode::Off,
+        Ok(pb::ElectionMode::On) => ElectionMode::On,
+        Ok(pb::ElectionMode::Unspecified) | Err(_) => ElectionMode::Unknown,
+    };
+    ElectionStamp {
+        mode,
+        generation: stamp.generation,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn election_stamps_round_trip_and_what_is_not_known_is_unknown() {
+        for mode in [ElectionMode::Unknown, ElectionMode::Off, ElectionMode::On] {
+            let s = ElectionStamp {
+                mode,
+                generation: 42,
+            };
+            assert_eq!(stamp_from_wire(Some(&stamp_to_wire(s))), s);
+        }
+        assert_eq!(stamp_from_wire(None), ElectionStamp::default());
+        let future = pb::ElectionStamp {
+            mode: 99,
+            generation: 7,
+        };
+        assert_eq!(stamp_from_wire(Some(&future)).mode, ElectionMode::Unknown);
+    }
 
     #[test]
     fn every_reason_round_trips_through_the_wire() {

@@ -163,6 +163,14 @@ class Coordinator:
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             return None
 
+    def terminate(self) -> int:
+        """Stops it gracefully (SIGTERM), as a service manager would; returns its exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        code = self.proc.wait(timeout=60)
+        self._drainer.join(timeout=5)
+        return code
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

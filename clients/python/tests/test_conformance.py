@@ -15,6 +15,8 @@ import yaml
 from cronstable import (
     Client,
     CoordinatorError,
+    ElectionMode,
+    Goodbye,
     Hello,
     Job,
     JobSetChanged,
@@ -160,7 +162,12 @@ def test_CONF_07_watch_starts_with_hello(election_off: Coordinator) -> None:
     registration = client.register([Job(job, "* * * * *", "true")])
     with client.watch(timeout=10) as stream:
         first = next(iter(stream))
-    assert first == Hello(logged_node_name(election_off), registration.job_set_id), first
+    assert isinstance(first, Hello), first
+    assert (first.node_name, first.job_set_id) == (
+        logged_node_name(election_off),
+        registration.job_set_id,
+    ), first
+    assert first.election == registration.election, first
 
 
 def test_CONF_08_manual_start_arrives_on_watch(election_off: Coordinator) -> None:
@@ -302,3 +309,32 @@ def test_CONF_13_a_second_instance_of_an_executor_is_refused(election_off: Coord
         second.should_run(job, AT)
     assert e.value.code is grpc.StatusCode.FAILED_PRECONDITION
     assert first.should_run(job, AT).verdict is Verdict.RUN
+
+
+def test_CONF_14_the_election_mode_is_stated_and_a_graceful_stop_says_goodbye(
+    tmp_path: Path,
+) -> None:
+    coordinator = Coordinator(tmp_path, "conf14")
+    try:
+        client = client_for(coordinator)
+        job = unique("conf14")
+        off = client.register([Job(job, "* * * * *", "true")]).election
+        assert off.mode is ElectionMode.OFF and off.generation > 0, off
+        assert client.should_run(job, AT).election == off
+        rest = []
+        with client.watch(timeout=30) as stream:
+            instructions = iter(stream)
+            hello = next(instructions)
+            assert isinstance(hello, Hello) and hello.election == off, hello
+            assert coordinator.terminate() == 0, coordinator.log()
+            try:
+                rest.extend(instructions)
+            except CoordinatorError as e:
+                # The connection may go before the stream's trailers; what came first counts.
+                assert e.code is grpc.StatusCode.UNAVAILABLE, e
+        assert rest and isinstance(rest[-1], Goodbye), rest
+        goodbye = rest[-1].election
+        assert goodbye.mode is ElectionMode.OFF, goodbye
+        assert goodbye.generation > off.generation, (goodbye, off)
+    finally:
+        coordinator.stop()

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from cronstable import Kind, Policy, Reason, Verdict
+from cronstable import ElectionMode, ElectionStamp, Kind, Policy, Reason, Verdict
 from cronstable._proto import cronstable_pb2 as pb
 from cronstable.types import Answer, no_manager_answer, to_ms
 
@@ -48,3 +48,12 @@ def test_an_unknown_reason_reads_as_unspecified() -> None:
 def test_the_no_manager_table(policy: Policy, kind: Kind, verdict: Verdict, reason: Reason) -> None:
     answer = no_manager_answer(policy, kind, "no answer")
     assert (answer.verdict, answer.reason, answer.local) == (verdict, reason, True)
+
+
+def test_an_older_coordinators_missing_stamp_or_a_future_mode_reads_as_unknown() -> None:
+    unknown = ElectionStamp(ElectionMode.UNSPECIFIED, 0)
+    assert Answer.from_wire(pb.ShouldRunResponse(verdict=pb.VERDICT_RUN)).election == unknown
+    future = pb.ElectionStamp(mode=7, generation=5)
+    assert ElectionStamp.from_wire(future) == ElectionStamp(ElectionMode.UNSPECIFIED, 5)
+    off = pb.ElectionStamp(mode=pb.ELECTION_MODE_OFF, generation=5)
+    assert ElectionStamp.from_wire(off) == ElectionStamp(ElectionMode.OFF, 5)

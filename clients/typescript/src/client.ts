@@ -20,6 +20,7 @@ import {
   Reason,
   Registration,
   answerFromWire,
+  stampFromWire,
   instructionFromWire,
   jobToWire,
   noManagerAnswer,
@@ -153,7 +154,7 @@ export class Client {
     this.policies = new Map(jobs.map((j) => [j.name, j.policy ?? Policy.CLUSTER_POLICY_LEADER]));
     const effectivePolicies: Record<string, Policy> = {};
     for (const e of r.jobs) effectivePolicies[e.name] = e.effectivePolicy;
-    return { jobSetId: r.jobSetId, effectivePolicies };
+    return { jobSetId: r.jobSetId, effectivePolicies, election: stampFromWire(r.election) };
   }
 
   /**

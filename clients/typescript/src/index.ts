@@ -6,5 +6,5 @@
 
 export { Client, CoordinatorError, Watch } from "./client";
 export type { ClientOptions, FinishedOptions, FiringOptions, FiringOutcome } from "./client";
-export { Kind, Policy, Reason, Verdict, noManagerAnswer, toMs } from "./types";
-export type { Answer, Instant, Instruction, Job, Registration } from "./types";
+export { ElectionMode, Kind, Policy, Reason, Verdict, noManagerAnswer, toMs } from "./types";
+export type { Answer, ElectionStamp, Instant, Instruction, Job, Registration } from "./types";

@@ -5,12 +5,14 @@ import * as pb from "./gen/cronstable/v1/cronstable";
 
 export {
   ClusterPolicy as Policy,
+  ElectionMode,
   FiringKind as Kind,
   Reason,
   Verdict,
 } from "./gen/cronstable/v1/cronstable";
 import {
   ClusterPolicy as Policy,
+  ElectionMode,
   FiringKind as Kind,
   Reason,
   Verdict,
@@ -57,10 +59,30 @@ export function jobToWire(job: Job): pb.JobDefinition {
   };
 }
 
+/**
+ * The coordinator's election mode and the generation it was said in. Only OFF lets an executor
+ * keep running Leader jobs while its coordinator is away; UNSPECIFIED means unknown (an older
+ * coordinator, or a stopping one that cannot vouch for its next start). Generations grow with
+ * every coordinator start and change of mode (its farewell included): apply stamps in
+ * generation order, so a late answer from a process that has moved on changes nothing.
+ */
+export interface ElectionStamp {
+  mode: ElectionMode;
+  generation: number;
+}
+
+export function stampFromWire(s: pb.ElectionStamp | undefined): ElectionStamp {
+  return {
+    mode: known<ElectionMode>(ElectionMode, s?.mode ?? 0, ElectionMode.ELECTION_MODE_UNSPECIFIED),
+    generation: s?.generation ?? 0,
+  };
+}
+
 /** RegisterJobs' answer. */
 export interface Registration {
   jobSetId: string;
   effectivePolicies: Record<string, Policy>;
+  election: ElectionStamp;
 }
 
 /** A ShouldRun answer. `local` is true when the client decided it by the no-manager rule. */
@@ -76,6 +98,8 @@ export interface Answer {
   local: boolean;
   /** True for RUN. */
   run: boolean;
+  /** The coordinator's election mode when it answered (absent when decided locally). */
+  election?: ElectionStamp;
 }
 
 // An enum value this client does not know reads as the zero value (the proto's rule).
@@ -96,6 +120,7 @@ export function answerFromWire(r: pb.ShouldRunResponse): Answer {
     nodeName: r.nodeName,
     local: false,
     run: verdict === Verdict.VERDICT_RUN,
+    election: stampFromWire(r.election),
   };
 }
 
@@ -132,7 +157,7 @@ export function noManagerAnswer(policy: Policy, kind: Kind, why: string): Answer
 
 /** One instruction from a Watch stream. */
 export type Instruction =
-  | { kind: "hello"; nodeName: string; jobSetId: string }
+  | { kind: "hello"; nodeName: string; jobSetId: string; election: ElectionStamp }
   | { kind: "manualStart"; job: string; requestedAtMs: number; requestId: string }
   | { kind: "runDeferred"; job: string; scheduledAtMs: number }
   | {
@@ -143,14 +168,20 @@ export type Instruction =
       remainingAttempts: number;
       notBeforeMs: number;
     }
-  | { kind: "jobSetChanged"; jobSetId: string };
+  | { kind: "jobSetChanged"; jobSetId: string }
+  /** The last instruction of a coordinator that stops gracefully: the mode to remember. */
+  | { kind: "goodbye"; election: ElectionStamp };
 
 /** The instruction, or undefined for a kind this client does not know (callers skip it). */
 export function instructionFromWire(i: pb.Instruction): Instruction | undefined {
-  if (i.hello) return { kind: "hello", ...i.hello };
+  if (i.hello) {
+    const { nodeName, jobSetId, election } = i.hello;
+    return { kind: "hello", nodeName, jobSetId, election: stampFromWire(election) };
+  }
   if (i.manualStart) return { kind: "manualStart", ...i.manualStart };
   if (i.runDeferred) return { kind: "runDeferred", ...i.runDeferred };
   if (i.resumeRetry) return { kind: "resumeRetry", ...i.resumeRetry };
   if (i.jobSetChanged) return { kind: "jobSetChanged", ...i.jobSetChanged };
+  if (i.goodbye) return { kind: "goodbye", election: stampFromWire(i.goodbye.election) };
   return undefined;
 }

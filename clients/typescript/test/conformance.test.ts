@@ -15,6 +15,7 @@ import {
   Answer,
   Client,
   CoordinatorError,
+  ElectionMode,
   Instruction,
   Kind,
   Policy,
@@ -298,6 +299,7 @@ describe("conformance", () => {
       kind: "hello",
       nodeName: electionOff.nodeName(),
       jobSetId: r.jobSetId,
+      election: r.election,
     });
   });
 
@@ -469,6 +471,43 @@ describe("conformance", () => {
       const asked = await refusal(second.shouldRun(name, AT));
       assert.equal(asked.code, grpc.status.FAILED_PRECONDITION);
       assert.equal((await first.shouldRun(name, AT)).verdict, Verdict.VERDICT_RUN);
+    },
+  );
+
+  conformance(
+    "CONF-14",
+    "the coordinator states its election mode, and a graceful stop says goodbye",
+    async () => {
+      const own = await Coordinator.start(dir, "conf14");
+      started.push(own);
+      const client = clientFor(own);
+      const name = unique("conf14");
+      const off = (await client.register([job(name)])).election;
+      assert.equal(off.mode, ElectionMode.ELECTION_MODE_OFF);
+      assert.ok(off.generation > 0, JSON.stringify(off));
+      assert.deepEqual((await client.shouldRun(name, AT)).election, off);
+      const stream = client.watch({ timeoutMs: 30_000 });
+      const seen: Instruction[] = [];
+      try {
+        for await (const i of stream) {
+          seen.push(i);
+          if (seen.length === 1) assert.equal(await own.terminate(), 0, own.log());
+        }
+      } catch (e) {
+        // The connection may go before the stream's trailers; what came first counts.
+        assert.ok(e instanceof CoordinatorError, String(e));
+        assert.equal(e.code, grpc.status.UNAVAILABLE, e.details);
+      }
+      assert.deepEqual(seen[0], {
+        kind: "hello",
+        nodeName: own.nodeName(),
+        jobSetId: seen[0].kind === "hello" ? seen[0].jobSetId : "",
+        election: off,
+      });
+      const last = seen[seen.length - 1];
+      assert.ok(last.kind === "goodbye", JSON.stringify(seen));
+      assert.equal(last.election.mode, ElectionMode.ELECTION_MODE_OFF);
+      assert.ok(last.election.generation > off.generation, JSON.stringify([last, off]));
     },
   );
 });

@@ -190,6 +190,17 @@ export class Coordinator {
     }
   }
 
+  /** Stops it gracefully (SIGTERM), as a service manager would; resolves to its exit code. */
+  async terminate(): Promise<number | null> {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      const exited = new Promise((resolve) => this.proc.once("exit", resolve));
+      this.proc.kill("SIGTERM");
+      await exited;
+    }
+    await this.stderrClosed;
+    return this.proc.exitCode;
+  }
+
   stop(): void {
     if (this.proc.exitCode === null && this.proc.signalCode === null) this.proc.kill("SIGKILL");
   }

@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Kind, Policy, Reason, Verdict, noManagerAnswer, toMs } from "../src";
-import { answerFromWire } from "../src/types";
+import { ElectionMode, Kind, Policy, Reason, Verdict, noManagerAnswer, toMs } from "../src";
+import { answerFromWire, stampFromWire } from "../src/types";
 
 test("instants convert to exact milliseconds and bad ones are refused", () => {
   assert.equal(toMs(new Date("2026-12-03T10:00:00.123Z")), 1_796_292_000_123);
@@ -23,11 +23,25 @@ test("an unknown reason reads as unspecified", () => {
     retryAfterMs: 0,
     firingId: "",
     nodeName: "",
+    election: undefined,
   });
   assert.deepEqual(
     [a.verdict, a.reason, a.run, a.fence],
     [Verdict.VERDICT_RUN, Reason.REASON_UNSPECIFIED, true, undefined],
   );
+});
+
+test("an older coordinator's missing election stamp, or a future mode, reads as unknown", () => {
+  const unknown = { mode: ElectionMode.ELECTION_MODE_UNSPECIFIED, generation: 0 };
+  assert.deepEqual(stampFromWire(undefined), unknown);
+  assert.deepEqual(stampFromWire({ mode: 7 as ElectionMode, generation: 5 }), {
+    mode: ElectionMode.ELECTION_MODE_UNSPECIFIED,
+    generation: 5,
+  });
+  assert.deepEqual(stampFromWire({ mode: ElectionMode.ELECTION_MODE_OFF, generation: 5 }), {
+    mode: ElectionMode.ELECTION_MODE_OFF,
+    generation: 5,
+  });
 });
 
 test("the no-manager table", () => {

@@ -13,6 +13,7 @@
 //! - [`quorum`]: quorum math (`quorum_size`).
 //! - [`election`]: the leader-election rule (`elect_leader`).
 //! - [`rendezvous`]: highest-random-weight ownership of a job among members.
+//! - [`mode`]: the election mode a coordinator tells its executors, with its generation.
 //! - [`fingerprint`]: the job-set ID (`v1:` + SHA-256) and the cluster-wide firing ID.
 //! - [`drift`]: the per-peer drift streak behind `driftAfter`.
 //! - [`gossip`]: the gossip round: agreement, quorum, candidates, leader, conflicts, hold.
@@ -32,6 +33,7 @@ pub mod fingerprint;
 pub mod gossip;
 pub mod job;
 pub mod jobfile;
+pub mod mode;
 pub mod quorum;
 pub mod rendezvous;
 pub mod schedule;

@@ -114,6 +114,18 @@ pub struct Config {
     pub jobs: Option<JobsConfig>,
 }
 
+impl Config {
+    /// Whether this config elects: a `cluster` section with `electLeader` (always on for the
+    /// lease backends). Without one every node runs every job.
+    pub fn election_mode(&self) -> cronstable_core::mode::ElectionMode {
+        use cronstable_core::mode::ElectionMode;
+        match &self.cluster {
+            Some(c) if c.elect_leader => ElectionMode::On,
+            _ => ElectionMode::Off,
+        }
+    }
+}
+
 /// `state:`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StateConfig {

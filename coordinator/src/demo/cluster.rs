@@ -79,7 +79,11 @@ impl Node {
                         name,
                         crate::Environment::default(),
                         listeners,
-                        stop,
+                        // Demo nodes stop with their shims: nothing to tell about a next start.
+                        async move {
+                            stop.await;
+                            crate::Stop::default()
+                        },
                         reloads,
                     )
                     .await

@@ -123,7 +123,14 @@ pub async fn run(
             "demo-node".into(),
             crate::Environment::default(),
             listeners,
-            stopped(),
+            // The demo's coordinator and shim stop together: nothing to tell about a next start.
+            {
+                let stop = stopped();
+                async move {
+                    stop.await;
+                    crate::Stop::default()
+                }
+            },
             // The demo reloads nothing: a closed channel.
             tokio::sync::mpsc::channel(1).1,
         ),

@@ -210,14 +210,10 @@ fn coordinators_started_before_etcd_elect_once_it_is_up() {
     assert!(elected.is_some(), "no leader within 30 s of etcd starting");
 }
 
-/// Defect 4: with election off the coordinator answers RUN for every job; when the shim cannot
-/// reach it (a sidecar restart) the shim used the no-manager row and skipped Leader jobs. It
-/// remembers the effective policy of its last registration and keeps running them.
-#[test]
-fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("runs");
-    let crontab = dir.path().join("crontab");
+/// A crontab in `dir` with one per-second Leader job, `tick`, appending its name to the
+/// returned output file.
+fn leader_tick(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (crontab, out) = (dir.join("crontab"), dir.join("runs"));
     std::fs::write(
         &crontab,
         format!(
@@ -227,6 +223,17 @@ fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down()
         ),
     )
     .unwrap();
+    (crontab, out)
+}
+
+/// Defect 4: with election off the coordinator answers RUN for every job; when the shim cannot
+/// reach it (a sidecar restart) the shim used the no-manager row and skipped Leader jobs. It
+/// remembers the election mode the coordinator stated and keeps running them (killed, the
+/// coordinator says no goodbye: the memory's five-minute bound applies).
+#[test]
+fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let (crontab, out) = leader_tick(dir.path());
     let coordinator = Coordinator::start(dir.path());
     let shim = start_shim(&crontab, &coordinator.api, &["--ask-timeout", "300ms"]);
     wait_for("a first run", || (count(&out, "tick") >= 1).then_some(()));
@@ -238,5 +245,73 @@ fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down()
         (count(&out, "tick") >= before + 2).then_some(())
     });
     shim.wait_log("it last said election is off");
+    drop(shim);
+}
+
+/// Issue 29, item 4: the shim's memory of "election off" is what the coordinator said, and a
+/// coordinator that stops says what still holds. Stopped gracefully with its config unchanged,
+/// an election-off coordinator's shim keeps running Leader jobs while it is away. Stopped after
+/// its config was rewritten for a cluster (a node being moved into one) whose new config then
+/// fails to start, the shim applies the no-manager row: it must not run Leader jobs beside the
+/// cluster's elected leader for the five minutes its memory would otherwise be trusted.
+#[test]
+fn a_coordinator_stopped_into_a_cluster_config_leaves_its_shim_running_no_leader_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (crontab, out) = leader_tick(dir.path());
+    let first = Coordinator::start(dir.path());
+    let (config, api, web) = (first.config.clone(), first.api.clone(), first.web);
+    let shim = start_shim(&crontab, &api, &["--ask-timeout", "300ms"]);
+    wait_for("a first run", || (count(&out, "tick") >= 1).then_some(()));
+    shim.wait_log("registered with the coordinator");
+
+    // A restart with the same config: the farewell keeps "off", so the Leader job runs on.
+    let mut first = first;
+    first.proc.signal(15);
+    assert_eq!(first.proc.wait_exit(), Some(0), "{}", first.proc.log());
+    let before = count(&out, "tick");
+    wait_for("two Leader runs while the coordinator is away", || {
+        (count(&out, "tick") >= before + 2).then_some(())
+    });
+    shim.wait_log("it last said election is off");
+    drop(first);
+
+    // Back, then stopped after its config was rewritten for a cluster that cannot start.
+    let second = Coordinator::start_with(config.clone(), api.clone(), web);
+    wait_for("Leader runs after the restart", || {
+        (count(&out, "tick") >= before + 4).then_some(())
+    });
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{original}cluster:\n  backend: etcd\n  electionName: moved-into-a-cluster\n"),
+    )
+    .unwrap();
+    let mut second = second;
+    second.proc.signal(15);
+    assert_eq!(second.proc.wait_exit(), Some(0), "{}", second.proc.log());
+    // Its next start fails on that config, as it would in a crash loop.
+    let mut restart = cronstable_tests::Proc::spawn("coordinator (crash loop)", {
+        let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable"));
+        cmd.arg("coordinator").arg("--config").arg(&config);
+        cmd
+    });
+    assert_ne!(restart.wait_exit(), Some(0), "{}", restart.log());
+
+    // The shim decides alone now: it must skip the Leader job under the no-manager rule.
+    let skipped = "applying the no-manager rule";
+    wait_for("a Leader firing skipped with the coordinator away", || {
+        shim.log().contains(skipped).then_some(())
+    });
+    let runs = count(&out, "tick");
+    let seen = shim.log().matches(skipped).count();
+    wait_for("two more Leader firings decided by the shim alone", || {
+        (shim.log().matches(skipped).count() >= seen + 2).then_some(())
+    });
+    assert_eq!(
+        count(&out, "tick"),
+        runs,
+        "the shim ran a Leader job after its coordinator left for a cluster; shim log:\n{}",
+        shim.log()
+    );
     drop(shim);
 }

@@ -12,6 +12,9 @@ with client.firing("charge-cards", scheduled_at) as f:
 from .client import Client, CoordinatorError, Firing, Watch
 from .types import (
     Answer,
+    ElectionMode,
+    ElectionStamp,
+    Goodbye,
     Handoff,
     Hello,
     Instruction,
@@ -31,7 +34,10 @@ __all__ = [
     "Answer",
     "Client",
     "CoordinatorError",
+    "ElectionMode",
+    "ElectionStamp",
     "Firing",
+    "Goodbye",
     "Handoff",
     "Hello",
     "Instruction",

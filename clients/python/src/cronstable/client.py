@@ -24,6 +24,7 @@ from ._proto import cronstable_pb2 as pb
 from ._proto import cronstable_pb2_grpc as pb_grpc
 from .types import (
     Answer,
+    ElectionStamp,
     Handoff,
     Instant,
     Instruction,
@@ -128,6 +129,7 @@ class Client:
         return Registration(
             job_set_id=r.job_set_id,
             effective_policies={e.name: Policy(e.effective_policy) for e in r.jobs},
+            election=ElectionStamp.from_wire(r.election),
         )
 
     def should_run(

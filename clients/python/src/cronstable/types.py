@@ -65,6 +65,16 @@ class Kind(enum.Enum):
     MANUAL = pb.FIRING_KIND_MANUAL
 
 
+class ElectionMode(enum.Enum):
+    """Whether the coordinator elects, as it states it. UNSPECIFIED means unknown: an older
+    coordinator that does not say, or a stopping one that cannot vouch for its next start.
+    Only OFF lets an executor keep running Leader jobs while the coordinator is away."""
+
+    UNSPECIFIED = pb.ELECTION_MODE_UNSPECIFIED
+    OFF = pb.ELECTION_MODE_OFF
+    ON = pb.ELECTION_MODE_ON
+
+
 def _known(enum_type: type[enum.Enum], value: int) -> enum.Enum:
     try:
         return enum_type(value)
@@ -120,11 +130,27 @@ class Job:
 
 
 @dataclasses.dataclass(frozen=True)
+class ElectionStamp:
+    """The coordinator's election mode and the generation it was said in. Generations grow
+    with every coordinator start and every change of mode (its farewell included): apply stamps
+    in generation order, so a late answer from a process that has moved on changes nothing."""
+
+    mode: ElectionMode = ElectionMode.UNSPECIFIED
+    generation: int = 0
+
+    @staticmethod
+    def from_wire(s: pb.ElectionStamp) -> ElectionStamp:
+        return ElectionStamp(_known(ElectionMode, s.mode), s.generation)  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
 class Registration:
-    """RegisterJobs' answer: the job-set ID and each of this executor's effective policies."""
+    """RegisterJobs' answer: the job-set ID, each of this executor's effective policies and the
+    coordinator's election mode."""
 
     job_set_id: str
     effective_policies: Mapping[str, Policy]
+    election: ElectionStamp = ElectionStamp()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +175,7 @@ class Answer:
     firing_id: str = ""
     node_name: str = ""
     local: bool = False
+    election: ElectionStamp = ElectionStamp()
 
     @property
     def run(self) -> bool:
@@ -165,6 +192,7 @@ class Answer:
             retry_after_ms=r.retry_after_ms,
             firing_id=r.firing_id,
             node_name=r.node_name,
+            election=ElectionStamp.from_wire(r.election),
         )
 
 
@@ -189,6 +217,16 @@ class Hello:
 
     node_name: str
     job_set_id: str
+    election: ElectionStamp = ElectionStamp()
+
+
+@dataclasses.dataclass(frozen=True)
+class Goodbye:
+    """The last instruction of a coordinator that stops gracefully: the election mode an
+    executor may keep remembering while it is away (OFF only when its next start keeps election
+    off; UNSPECIFIED otherwise)."""
+
+    election: ElectionStamp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,14 +264,16 @@ class JobSetChanged:
     job_set_id: str
 
 
-Instruction = Hello | ManualStart | RunDeferred | ResumeRetry | JobSetChanged
+Instruction = Hello | ManualStart | RunDeferred | ResumeRetry | JobSetChanged | Goodbye
 
 
 def instruction_from_wire(i: pb.Instruction) -> Instruction | None:
     """The instruction, or None for a kind this client does not know (skipped by callers)."""
     which = i.WhichOneof("kind")
     if which == "hello":
-        return Hello(i.hello.node_name, i.hello.job_set_id)
+        return Hello(
+            i.hello.node_name, i.hello.job_set_id, ElectionStamp.from_wire(i.hello.election)
+        )
     if which == "manual_start":
         m = i.manual_start
         return ManualStart(m.job, m.requested_at_ms, m.request_id)
@@ -246,4 +286,6 @@ def instruction_from_wire(i: pb.Instruction) -> Instruction | None:
         )
     if which == "job_set_changed":
         return JobSetChanged(i.job_set_changed.job_set_id)
+    if which == "goodbye":
+        return Goodbye(ElectionStamp.from_wire(i.goodbye.election))
     return None

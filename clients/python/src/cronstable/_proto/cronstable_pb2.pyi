@@ -55,6 +55,12 @@ class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONCURRENCY_POLICY_ALLOW: _ClassVar[ConcurrencyPolicy]
     CONCURRENCY_POLICY_FORBID: _ClassVar[ConcurrencyPolicy]
     CONCURRENCY_POLICY_REPLACE: _ClassVar[ConcurrencyPolicy]
+
+class ElectionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ELECTION_MODE_UNSPECIFIED: _ClassVar[ElectionMode]
+    ELECTION_MODE_OFF: _ClassVar[ElectionMode]
+    ELECTION_MODE_ON: _ClassVar[ElectionMode]
 CLUSTER_POLICY_UNSPECIFIED: ClusterPolicy
 CLUSTER_POLICY_LEADER: ClusterPolicy
 CLUSTER_POLICY_PREFER_LEADER: ClusterPolicy
@@ -89,6 +95,9 @@ CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy
 CONCURRENCY_POLICY_REPLACE: ConcurrencyPolicy
+ELECTION_MODE_UNSPECIFIED: ElectionMode
+ELECTION_MODE_OFF: ElectionMode
+ELECTION_MODE_ON: ElectionMode
 
 class JobDefinition(_message.Message):
     __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy")
@@ -138,12 +147,22 @@ class RegisterJobsRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDefinition, _Mapping]]] = ..., instance_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsResponse(_message.Message):
-    __slots__ = ("job_set_id", "jobs")
+    __slots__ = ("job_set_id", "jobs", "election")
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     job_set_id: str
     jobs: _containers.RepeatedCompositeFieldContainer[EffectiveJob]
-    def __init__(self, job_set_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[EffectiveJob, _Mapping]]] = ...) -> None: ...
+    election: ElectionStamp
+    def __init__(self, job_set_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[EffectiveJob, _Mapping]]] = ..., election: _Optional[_Union[ElectionStamp, _Mapping]] = ...) -> None: ...
+
+class ElectionStamp(_message.Message):
+    __slots__ = ("mode", "generation")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    mode: ElectionMode
+    generation: int
+    def __init__(self, mode: _Optional[_Union[ElectionMode, str]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class EffectiveJob(_message.Message):
     __slots__ = ("name", "effective_policy")
@@ -170,7 +189,7 @@ class ShouldRunRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., job: _Optional[str] = ..., scheduled_at_ms: _Optional[int] = ..., kind: _Optional[_Union[FiringKind, str]] = ..., attempt: _Optional[int] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class ShouldRunResponse(_message.Message):
-    __slots__ = ("verdict", "reason", "message", "owner", "fence", "retry_after_ms", "firing_id", "node_name")
+    __slots__ = ("verdict", "reason", "message", "owner", "fence", "retry_after_ms", "firing_id", "node_name", "election")
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -179,6 +198,7 @@ class ShouldRunResponse(_message.Message):
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     FIRING_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     verdict: Verdict
     reason: Reason
     message: str
@@ -187,7 +207,8 @@ class ShouldRunResponse(_message.Message):
     retry_after_ms: int
     firing_id: str
     node_name: str
-    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., owner: _Optional[str] = ..., fence: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., firing_id: _Optional[str] = ..., node_name: _Optional[str] = ...) -> None: ...
+    election: ElectionStamp
+    def __init__(self, verdict: _Optional[_Union[Verdict, str]] = ..., reason: _Optional[_Union[Reason, str]] = ..., message: _Optional[str] = ..., owner: _Optional[str] = ..., fence: _Optional[str] = ..., retry_after_ms: _Optional[int] = ..., firing_id: _Optional[str] = ..., node_name: _Optional[str] = ..., election: _Optional[_Union[ElectionStamp, _Mapping]] = ...) -> None: ...
 
 class ShouldRunBatchRequest(_message.Message):
     __slots__ = ("requests",)
@@ -308,26 +329,36 @@ class WatchRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class Instruction(_message.Message):
-    __slots__ = ("hello", "manual_start", "run_deferred", "resume_retry", "job_set_changed")
+    __slots__ = ("hello", "manual_start", "run_deferred", "resume_retry", "job_set_changed", "goodbye")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     MANUAL_START_FIELD_NUMBER: _ClassVar[int]
     RUN_DEFERRED_FIELD_NUMBER: _ClassVar[int]
     RESUME_RETRY_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    GOODBYE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     manual_start: ManualStart
     run_deferred: RunDeferred
     resume_retry: ResumeRetry
     job_set_changed: JobSetChanged
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., manual_start: _Optional[_Union[ManualStart, _Mapping]] = ..., run_deferred: _Optional[_Union[RunDeferred, _Mapping]] = ..., resume_retry: _Optional[_Union[ResumeRetry, _Mapping]] = ..., job_set_changed: _Optional[_Union[JobSetChanged, _Mapping]] = ...) -> None: ...
+    goodbye: Goodbye
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., manual_start: _Optional[_Union[ManualStart, _Mapping]] = ..., run_deferred: _Optional[_Union[RunDeferred, _Mapping]] = ..., resume_retry: _Optional[_Union[ResumeRetry, _Mapping]] = ..., job_set_changed: _Optional[_Union[JobSetChanged, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("node_name", "job_set_id")
+    __slots__ = ("node_name", "job_set_id", "election")
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
     node_name: str
     job_set_id: str
-    def __init__(self, node_name: _Optional[str] = ..., job_set_id: _Optional[str] = ...) -> None: ...
+    election: ElectionStamp
+    def __init__(self, node_name: _Optional[str] = ..., job_set_id: _Optional[str] = ..., election: _Optional[_Union[ElectionStamp, _Mapping]] = ...) -> None: ...
+
+class Goodbye(_message.Message):
+    __slots__ = ("election",)
+    ELECTION_FIELD_NUMBER: _ClassVar[int]
+    election: ElectionStamp
+    def __init__(self, election: _Optional[_Union[ElectionStamp, _Mapping]] = ...) -> None: ...
 
 class ManualStart(_message.Message):
     __slots__ = ("job", "requested_at_ms", "request_id")

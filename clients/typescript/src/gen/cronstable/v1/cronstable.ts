@@ -387,6 +387,53 @@ export function concurrencyPolicyToJSON(object: ConcurrencyPolicy): string {
   }
 }
 
+/**
+ * Whether the coordinator elects, for an executor to remember while it cannot be reached. With
+ * election off every job runs on every node, so an executor may keep running Leader jobs while
+ * its coordinator restarts; with election on, or when it does not know, it must not.
+ */
+export enum ElectionMode {
+  /** ELECTION_MODE_UNSPECIFIED - unknown (an older coordinator, or a stopping one that cannot */
+  ELECTION_MODE_UNSPECIFIED = 0,
+  /** ELECTION_MODE_OFF - vouch for the config it will start with): remember nothing */
+  ELECTION_MODE_OFF = 1,
+  /** ELECTION_MODE_ON - a cluster section: the elected node runs Leader jobs */
+  ELECTION_MODE_ON = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function electionModeFromJSON(object: any): ElectionMode {
+  switch (object) {
+    case 0:
+    case "ELECTION_MODE_UNSPECIFIED":
+      return ElectionMode.ELECTION_MODE_UNSPECIFIED;
+    case 1:
+    case "ELECTION_MODE_OFF":
+      return ElectionMode.ELECTION_MODE_OFF;
+    case 2:
+    case "ELECTION_MODE_ON":
+      return ElectionMode.ELECTION_MODE_ON;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ElectionMode.UNRECOGNIZED;
+  }
+}
+
+export function electionModeToJSON(object: ElectionMode): string {
+  switch (object) {
+    case ElectionMode.ELECTION_MODE_UNSPECIFIED:
+      return "ELECTION_MODE_UNSPECIFIED";
+    case ElectionMode.ELECTION_MODE_OFF:
+      return "ELECTION_MODE_OFF";
+    case ElectionMode.ELECTION_MODE_ON:
+      return "ELECTION_MODE_ON";
+    case ElectionMode.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** The schedule-independent description of one job, as the executor parsed it. */
 export interface JobDefinition {
   /** unique within the job set */
@@ -438,6 +485,19 @@ export interface RegisterJobsResponse {
   /** "v1:" + 64 hex digits */
   jobSetId: string;
   jobs: EffectiveJob[];
+  /** the coordinator's election mode (absent: unknown) */
+  election: ElectionStamp | undefined;
+}
+
+/**
+ * The election mode and its generation. The generation grows with every coordinator start
+ * (the start's Unix milliseconds) and every change of mode within a process (+1), including the
+ * farewell a stopping coordinator sends; an executor applies stamps in generation order and
+ * ignores one older than the last it applied (a late answer from a process that has moved on).
+ */
+export interface ElectionStamp {
+  mode: ElectionMode;
+  generation: number;
 }
 
 export interface EffectiveJob {
@@ -478,6 +538,8 @@ export interface ShouldRunResponse {
   firingId: string;
   /** this coordinator's node name */
   nodeName: string;
+  /** the coordinator's election mode when it answered */
+  election: ElectionStamp | undefined;
 }
 
 export interface ShouldRunBatchRequest {
@@ -581,12 +643,26 @@ export interface Instruction {
   runDeferred?: RunDeferred | undefined;
   resumeRetry?: ResumeRetry | undefined;
   jobSetChanged?: JobSetChanged | undefined;
+  goodbye?: Goodbye | undefined;
 }
 
 /** First message on every Watch stream. */
 export interface Hello {
   nodeName: string;
   jobSetId: string;
+  /** the coordinator's election mode */
+  election: ElectionStamp | undefined;
+}
+
+/**
+ * The last message on every Watch stream of a coordinator that stops gracefully: the election
+ * mode the executor may keep remembering while it is away. OFF only when the config file the
+ * coordinator will start with again still has election off; UNSPECIFIED when it has a cluster
+ * section, or cannot be read (a node being migrated into a cluster must not keep running Leader
+ * jobs beside the elected leader while its new config fails to start).
+ */
+export interface Goodbye {
+  election: ElectionStamp | undefined;
 }
 
 /** Run a job now, ungated (an operator pressed "run now"). */
@@ -1144,7 +1220,7 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
 };
 
 function createBaseRegisterJobsResponse(): RegisterJobsResponse {
-  return { jobSetId: "", jobs: [] };
+  return { jobSetId: "", jobs: [], election: undefined };
 }
 
 export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
@@ -1154,6 +1230,9 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     }
     for (const v of message.jobs) {
       EffectiveJob.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.election !== undefined) {
+      ElectionStamp.encode(message.election, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -1187,6 +1266,14 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
             message.jobs.push(EffectiveJob.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.election = ElectionStamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1207,6 +1294,7 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
         ? globalThis.String(object.job_set_id)
         : "",
       jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => EffectiveJob.fromJSON(e)) : [],
+      election: isSet(object.election) ? ElectionStamp.fromJSON(object.election) : undefined,
     };
   },
 
@@ -1218,6 +1306,9 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     if (message.jobs?.length) {
       obj.jobs = message.jobs.map((e) => EffectiveJob.toJSON(e));
     }
+    if (message.election !== undefined) {
+      obj.election = ElectionStamp.toJSON(message.election);
+    }
     return obj;
   },
 
@@ -1228,6 +1319,94 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     const message = createBaseRegisterJobsResponse();
     message.jobSetId = object.jobSetId ?? "";
     message.jobs = object.jobs?.map((e) => EffectiveJob.fromPartial(e)) || [];
+    message.election = (object.election !== undefined && object.election !== null)
+      ? ElectionStamp.fromPartial(object.election)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseElectionStamp(): ElectionStamp {
+  return { mode: 0, generation: 0 };
+}
+
+export const ElectionStamp: MessageFns<ElectionStamp> = {
+  encode(message: ElectionStamp, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.mode !== 0) {
+      writer.uint32(8).int32(message.mode);
+    }
+    if (message.generation !== 0) {
+      writer.uint32(16).uint64(message.generation);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ElectionStamp {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseElectionStamp();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.mode = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.generation = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ElectionStamp {
+    return {
+      mode: isSet(object.mode) ? electionModeFromJSON(object.mode) : 0,
+      generation: isSet(object.generation) ? globalThis.Number(object.generation) : 0,
+    };
+  },
+
+  toJSON(message: ElectionStamp): unknown {
+    const obj: any = {};
+    if (message.mode !== 0) {
+      obj.mode = electionModeToJSON(message.mode);
+    }
+    if (message.generation !== 0) {
+      obj.generation = Math.round(message.generation);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<ElectionStamp>): ElectionStamp {
+    return ElectionStamp.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<ElectionStamp>): ElectionStamp {
+    const message = createBaseElectionStamp();
+    message.mode = object.mode ?? 0;
+    message.generation = object.generation ?? 0;
     return message;
   },
 };
@@ -1492,6 +1671,7 @@ function createBaseShouldRunResponse(): ShouldRunResponse {
     retryAfterMs: 0,
     firingId: "",
     nodeName: "",
+    election: undefined,
   };
 }
 
@@ -1520,6 +1700,9 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
     }
     if (message.nodeName !== "") {
       writer.uint32(66).string(message.nodeName);
+    }
+    if (message.election !== undefined) {
+      ElectionStamp.encode(message.election, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -1601,6 +1784,14 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
             message.nodeName = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.election = ElectionStamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1635,6 +1826,7 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
         : isSet(object.node_name)
         ? globalThis.String(object.node_name)
         : "",
+      election: isSet(object.election) ? ElectionStamp.fromJSON(object.election) : undefined,
     };
   },
 
@@ -1664,6 +1856,9 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
     if (message.nodeName !== "") {
       obj.nodeName = message.nodeName;
     }
+    if (message.election !== undefined) {
+      obj.election = ElectionStamp.toJSON(message.election);
+    }
     return obj;
   },
 
@@ -1680,6 +1875,9 @@ export const ShouldRunResponse: MessageFns<ShouldRunResponse> = {
     message.retryAfterMs = object.retryAfterMs ?? 0;
     message.firingId = object.firingId ?? "";
     message.nodeName = object.nodeName ?? "";
+    message.election = (object.election !== undefined && object.election !== null)
+      ? ElectionStamp.fromPartial(object.election)
+      : undefined;
     return message;
   },
 };
@@ -2981,6 +3179,7 @@ function createBaseInstruction(): Instruction {
     runDeferred: undefined,
     resumeRetry: undefined,
     jobSetChanged: undefined,
+    goodbye: undefined,
   };
 }
 
@@ -3000,6 +3199,9 @@ export const Instruction: MessageFns<Instruction> = {
     }
     if (message.jobSetChanged !== undefined) {
       JobSetChanged.encode(message.jobSetChanged, writer.uint32(42).fork()).join();
+    }
+    if (message.goodbye !== undefined) {
+      Goodbye.encode(message.goodbye, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -3057,6 +3259,14 @@ export const Instruction: MessageFns<Instruction> = {
             message.jobSetChanged = JobSetChanged.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.goodbye = Goodbye.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3092,6 +3302,7 @@ export const Instruction: MessageFns<Instruction> = {
         : isSet(object.job_set_changed)
         ? JobSetChanged.fromJSON(object.job_set_changed)
         : undefined,
+      goodbye: isSet(object.goodbye) ? Goodbye.fromJSON(object.goodbye) : undefined,
     };
   },
 
@@ -3111,6 +3322,9 @@ export const Instruction: MessageFns<Instruction> = {
     }
     if (message.jobSetChanged !== undefined) {
       obj.jobSetChanged = JobSetChanged.toJSON(message.jobSetChanged);
+    }
+    if (message.goodbye !== undefined) {
+      obj.goodbye = Goodbye.toJSON(message.goodbye);
     }
     return obj;
   },
@@ -3133,12 +3347,15 @@ export const Instruction: MessageFns<Instruction> = {
     message.jobSetChanged = (object.jobSetChanged !== undefined && object.jobSetChanged !== null)
       ? JobSetChanged.fromPartial(object.jobSetChanged)
       : undefined;
+    message.goodbye = (object.goodbye !== undefined && object.goodbye !== null)
+      ? Goodbye.fromPartial(object.goodbye)
+      : undefined;
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { nodeName: "", jobSetId: "" };
+  return { nodeName: "", jobSetId: "", election: undefined };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -3148,6 +3365,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.jobSetId !== "") {
       writer.uint32(18).string(message.jobSetId);
+    }
+    if (message.election !== undefined) {
+      ElectionStamp.encode(message.election, writer.uint32(26).fork()).join();
     }
     return writer;
   },
@@ -3181,6 +3401,14 @@ export const Hello: MessageFns<Hello> = {
             message.jobSetId = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.election = ElectionStamp.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3205,6 +3433,7 @@ export const Hello: MessageFns<Hello> = {
         : isSet(object.job_set_id)
         ? globalThis.String(object.job_set_id)
         : "",
+      election: isSet(object.election) ? ElectionStamp.fromJSON(object.election) : undefined,
     };
   },
 
@@ -3216,6 +3445,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.jobSetId !== "") {
       obj.jobSetId = message.jobSetId;
     }
+    if (message.election !== undefined) {
+      obj.election = ElectionStamp.toJSON(message.election);
+    }
     return obj;
   },
 
@@ -3226,6 +3458,78 @@ export const Hello: MessageFns<Hello> = {
     const message = createBaseHello();
     message.nodeName = object.nodeName ?? "";
     message.jobSetId = object.jobSetId ?? "";
+    message.election = (object.election !== undefined && object.election !== null)
+      ? ElectionStamp.fromPartial(object.election)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseGoodbye(): Goodbye {
+  return { election: undefined };
+}
+
+export const Goodbye: MessageFns<Goodbye> = {
+  encode(message: Goodbye, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.election !== undefined) {
+      ElectionStamp.encode(message.election, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Goodbye {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGoodbye();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.election = ElectionStamp.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Goodbye {
+    return { election: isSet(object.election) ? ElectionStamp.fromJSON(object.election) : undefined };
+  },
+
+  toJSON(message: Goodbye): unknown {
+    const obj: any = {};
+    if (message.election !== undefined) {
+      obj.election = ElectionStamp.toJSON(message.election);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<Goodbye>): Goodbye {
+    return Goodbye.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<Goodbye>): Goodbye {
+    const message = createBaseGoodbye();
+    message.election = (object.election !== undefined && object.election !== null)
+      ? ElectionStamp.fromPartial(object.election)
+      : undefined;
     return message;
   },
 };
