@@ -30,6 +30,17 @@ fn free_port(ip: &str) -> u16 {
 }
 
 fn start(dir: &std::path::Path, ca: &TestCa, i: usize, addrs: &[(String, u16)]) -> Node {
+    start_timed(dir, ca, i, addrs, "300ms")
+}
+
+/// [`start`] with `interval` and `connectTimeout` both set to `timing`.
+fn start_timed(
+    dir: &std::path::Path,
+    ca: &TestCa,
+    i: usize,
+    addrs: &[(String, u16)],
+    timing: &str,
+) -> Node {
     let name = format!("n{}", i + 1);
     let (ip, port) = &addrs[i];
     let tls = ca.write_node(&dir.join(&name), &name, &[ip]).unwrap();
@@ -40,8 +51,8 @@ fn start(dir: &std::path::Path, ca: &TestCa, i: usize, addrs: &[(String, u16)]) 
         .map(|(_, (ip, port))| format!("    - host: \"{ip}:{port}\"\n"))
         .collect();
     let yaml = format!(
-        "cluster:\n  nodeName: {name}\n  electLeader: true\n  interval: 300ms\n  \
-         connectTimeout: 300ms\n  listen: \"{ip}:{port}\"\n  tls:\n    ca: {}\n    cert: {}\n    \
+        "cluster:\n  nodeName: {name}\n  electLeader: true\n  interval: {timing}\n  \
+         connectTimeout: {timing}\n  listen: \"{ip}:{port}\"\n  tls:\n    ca: {}\n    cert: {}\n    \
          key: {}\n  peers:\n{peers}",
         tls.ca.display(),
         tls.cert.display(),
@@ -131,4 +142,42 @@ async fn a_stopped_manager_demotes_its_view_and_closes_its_peer_listener() {
         let _ = tokio::time::timeout(Duration::from_secs(10), n.task).await;
     }
     let _ = Arc::new(());
+}
+
+/// Issue 29, item 6: a stop does not wait for a round in flight. n1's two peers accept TCP and
+/// never answer, so its first round waits for them up to `connectTimeout` (60 s here); told to
+/// stop while that round is open, the manager ends at once (it failed, by this timeout, with
+/// the round's wait not raced against the stop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_does_not_wait_for_a_round_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let ip = "127.0.93.20";
+    let own = (ip.to_owned(), free_port(ip));
+    let mut silent = Vec::new();
+    let mut addrs = vec![own];
+    for last in [21, 22] {
+        let listener = tokio::net::TcpListener::bind(format!("127.0.93.{last}:0"))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        addrs.push((format!("127.0.93.{last}"), port));
+        silent.push(listener);
+    }
+    let n1 = start_timed(dir.path(), &ca, 0, &addrs, "60s");
+    // The round is in flight once both polls have connected (and are waiting for TLS).
+    let mut held = Vec::new();
+    for listener in &silent {
+        let (conn, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+            .await
+            .expect("n1 polls its peers in its first round")
+            .unwrap();
+        held.push(conn);
+    }
+    let _ = n1.stop.send(true);
+    tokio::time::timeout(Duration::from_secs(5), n1.task)
+        .await
+        .expect("the manager ends without waiting for the round's silent peers")
+        .unwrap();
+    drop(held);
 }

@@ -672,4 +672,179 @@ mod tests {
         assert_eq!(env["TARGET"], "s3");
         assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
     }
+
+    /// A coordinator that answers from a script: the logic above the client (what the shim does
+    /// with answers and errors) is under test here; the real coordinator is in the integration
+    /// tier.
+    mod scripted {
+        use std::collections::VecDeque;
+        use std::sync::Mutex;
+
+        use cronstable_proto::v1 as pb;
+        use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
+        use tonic::{Request, Response, Status};
+
+        /// Registration says election off (generation 100); ShouldRun answers pop `answers`.
+        #[derive(Default)]
+        pub(super) struct Scripted {
+            pub(super) answers: Mutex<VecDeque<Result<pb::ShouldRunResponse, Status>>>,
+        }
+
+        pub(super) fn stamp(mode: pb::ElectionMode, generation: u64) -> Option<pb::ElectionStamp> {
+            Some(pb::ElectionStamp {
+                mode: mode as i32,
+                generation,
+            })
+        }
+
+        pub(super) fn run_answer(election: Option<pb::ElectionStamp>) -> pb::ShouldRunResponse {
+            pb::ShouldRunResponse {
+                verdict: pb::Verdict::Run as i32,
+                reason: pb::Reason::ElectionOff as i32,
+                message: "election off".into(),
+                election,
+                ..Default::default()
+            }
+        }
+
+        type Instructions = std::pin::Pin<
+            Box<dyn tokio_stream::Stream<Item = Result<pb::Instruction, Status>> + Send>,
+        >;
+
+        #[tonic::async_trait]
+        impl Executor for Scripted {
+            async fn register_jobs(
+                &self,
+                _: Request<pb::RegisterJobsRequest>,
+            ) -> Result<Response<pb::RegisterJobsResponse>, Status> {
+                Ok(Response::new(pb::RegisterJobsResponse {
+                    job_set_id: "v1:scripted".into(),
+                    jobs: Vec::new(),
+                    election: stamp(pb::ElectionMode::Off, 100),
+                }))
+            }
+            async fn should_run(
+                &self,
+                _: Request<pb::ShouldRunRequest>,
+            ) -> Result<Response<pb::ShouldRunResponse>, Status> {
+                let next = self.answers.lock().unwrap().pop_front();
+                next.unwrap_or_else(|| Err(Status::internal("the script ran out")))
+                    .map(Response::new)
+            }
+            async fn should_run_batch(
+                &self,
+                _: Request<pb::ShouldRunBatchRequest>,
+            ) -> Result<Response<pb::ShouldRunBatchResponse>, Status> {
+                Err(Status::unimplemented("scripted"))
+            }
+            async fn report_run(
+                &self,
+                _: Request<pb::ReportRunRequest>,
+            ) -> Result<Response<pb::ReportRunResponse>, Status> {
+                Ok(Response::new(pb::ReportRunResponse {}))
+            }
+            async fn handoff(
+                &self,
+                _: Request<pb::HandoffRequest>,
+            ) -> Result<Response<pb::HandoffResponse>, Status> {
+                Err(Status::unimplemented("scripted"))
+            }
+            async fn start_job(
+                &self,
+                _: Request<pb::StartJobRequest>,
+            ) -> Result<Response<pb::StartJobResponse>, Status> {
+                Err(Status::unimplemented("scripted"))
+            }
+            type WatchStream = Instructions;
+            async fn watch(
+                &self,
+                _: Request<pb::WatchRequest>,
+            ) -> Result<Response<Self::WatchStream>, Status> {
+                Err(Status::unimplemented("scripted"))
+            }
+        }
+
+        /// Serves `script` on a loopback port; returns its address.
+        pub(super) async fn serve(script: Scripted) -> String {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let incoming = tonic::transport::server::TcpIncoming::from(l);
+            tokio::spawn(
+                tonic::transport::Server::builder()
+                    .add_service(ExecutorServer::new(script))
+                    .serve_with_incoming(incoming),
+            );
+            format!("http://{addr}")
+        }
+    }
+
+    /// A shim context on the coordinator at `addr`, registered (election off, generation 100).
+    async fn registered_context(addr: &str, job: &JobSpec) -> FiringContext {
+        let coordinator =
+            Coordinator::new(addr, "scripted-shim".into(), Duration::from_secs(2)).unwrap();
+        let specs = vec![job.clone()];
+        let registration = coordinator.register(&specs).await.unwrap();
+        let loaded = LoadedJob {
+            spec: Arc::new(job.clone()),
+            schedule: cronstable_core::schedule::Schedule::parse(&job.schedule, None).unwrap(),
+        };
+        let ctx = FiringContext {
+            coordinator,
+            supervisor: Supervisor::new(),
+            job_set_id: watch::channel(cronstable_core::fingerprint::job_set_id(&specs)).1,
+            stopping: watch::channel(false).1,
+            reregister: Arc::new(Notify::new()),
+            jobs: watch::channel(Arc::new(vec![loaded])).1,
+            wakeups: crate::wakeups::DeferredWakeups::new(),
+            registered: Arc::new(watch::channel(None).0),
+            standby: Arc::new(watch::channel(None).0),
+            election: Arc::new(watch::channel(ElectionMemory::default()).0),
+        };
+        ctx.remember(|m, now| m.registered(registration.election, now));
+        ctx
+    }
+
+    fn leader_job() -> JobSpec {
+        let mut job = JobSpec::new("charge", "* * * * *", "true");
+        job.cluster_policy = ClusterPolicy::Leader;
+        job
+    }
+
+    /// Issue 29, item 6: the remembered "election off" speaks for a coordinator that is away,
+    /// never for one that refused the question. Each case failed with its rule reverted: the
+    /// memory consulted on a refusal, or not updated from an answer's stamp.
+    #[tokio::test]
+    async fn the_memory_runs_leader_jobs_only_for_an_absent_coordinator_and_follows_every_answer() {
+        use scripted::{Scripted, run_answer, stamp};
+        let job = leader_job();
+        let script = Scripted::default();
+        script.answers.lock().unwrap().extend([
+            // Unreachable (UNAVAILABLE): the memory says off, so the Leader job runs.
+            Err(tonic::Status::unavailable("restarting")),
+            // A refusal: no reason to assume anything, so the no-manager row skips it.
+            Err(tonic::Status::permission_denied("not for you")),
+            // An answer with the farewell of a coordinator moving into a cluster (unknown,
+            // generation 101), then unreachable again: the memory followed the answer.
+            Ok(run_answer(stamp(pb::ElectionMode::Unspecified, 101))),
+            Err(tonic::Status::unavailable("gone")),
+        ]);
+        let addr = scripted::serve(script).await;
+        let ctx = registered_context(&addr, &job).await;
+        assert!(ctx.election.borrow().election_off());
+
+        let away = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
+        assert_eq!((away.verdict, away.local), (Verdict::Run, true), "{away:?}");
+        assert_eq!(away.reason, Reason::ElectionOff);
+
+        let refused = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
+        assert_eq!(refused.verdict, Verdict::Skip, "{refused:?}");
+        assert_eq!(refused.reason, Reason::CoordinatorUnreachable);
+
+        let answered = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
+        assert_eq!(answered.verdict, Verdict::Run, "{answered:?}");
+        assert!(!ctx.election.borrow().election_off());
+
+        let gone = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
+        assert_eq!(gone.verdict, Verdict::Skip, "{gone:?}");
+    }
 }

@@ -179,27 +179,6 @@ fn a_changed_jobs_file_is_registered_again_and_a_removed_key_unregisters_it() {
     );
 }
 
-/// Polls `GET /cluster` in the background, keeping every `manager` value (or its absence)
-/// seen, until told to stop.
-fn watch_manager(web: SocketAddr) -> (mpsc::Sender<()>, std::thread::JoinHandle<Vec<String>>) {
-    let (stop_tx, stop_rx) = mpsc::channel();
-    let handle = std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        while stop_rx.try_recv().is_err() {
-            if let Ok(r) = http(web, "GET", "/cluster") {
-                let v = r.json();
-                let m = v["manager"].as_str().unwrap_or("<absent: election off>");
-                if seen.last().map(String::as_str) != Some(m) {
-                    seen.push(m.to_owned());
-                }
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        seen
-    });
-    (stop_tx, handle)
-}
-
 fn wait_leader(web: SocketAddr, what: &str) -> Value {
     wait_for_state(what, || {
         let v = cluster(web);
@@ -240,21 +219,16 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
 
     // Another ttl: the old manager releases its lease, the new one starts blank and elects
     // again. (Moving to another directory is refused: the election's place is restart-only.)
-    let (stop, watcher) = watch_manager(c.web);
+    // That the view between the two managers is the new one's starting view, never election
+    // off, is pinned by reload::tests::switching with a backend that never publishes; here
+    // every answer the shim got is in the decision log, checked below.
     edit(&c, |t| t.replace("ttl: 3", "ttl: 4"));
     let log = reload(&c);
     assert!(log.contains("cluster manager rebuilt"), "{log}");
     assert!(log.contains("lease released"), "{log}");
     let led = wait_leader(c.web, "a to lead again after the rebuild");
-    let _ = stop.send(());
-    let seen = watcher.join().unwrap();
     assert_eq!(led["backend"], "filesystem", "{led}");
     assert_eq!(led["lease"]["path"], first.display().to_string(), "{led}");
-    assert!(
-        seen.iter()
-            .all(|m| ["starting", "retrying", "running"].contains(&m.as_str())),
-        "a node with a cluster section never answers as election-off: {seen:?}"
-    );
     c.proc.wait_log("job=\"tick\"");
     let decisions = c.proc.log();
     assert!(
