@@ -10,7 +10,7 @@ use std::time::Duration;
 use cronstable_core::mode::ElectionStamp;
 use cronstable_core::{FiringKind, JobSpec, Reason, Verdict};
 use cronstable_proto::convert::{
-    job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire, stamp_from_wire,
+    job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire, stamp_from_wire, verdict_from_wire,
 };
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;
@@ -249,12 +249,8 @@ impl Coordinator {
             instance_id: self.instance_id.to_string(),
         };
         let r = self.questions.ask(&self.client, self.deadline, req).await?;
-        let verdict = match pb::Verdict::try_from(r.verdict) {
-            Ok(pb::Verdict::Run) => Verdict::Run,
-            Ok(pb::Verdict::Defer) => Verdict::Defer,
-            // Anything this shim does not understand is treated as "do not run".
-            _ => Verdict::Skip,
-        };
+        // Anything this shim does not understand is treated as "do not run".
+        let verdict = verdict_from_wire(r.verdict).unwrap_or(Verdict::Skip);
         Ok(Answer {
             verdict,
             reason: reason_from_wire(r.reason),

@@ -160,6 +160,17 @@ pub fn verdict_to_wire(verdict: Verdict) -> pb::Verdict {
     }
 }
 
+/// The domain verdict of a wire verdict; `None` for unspecified or unknown values, which an
+/// executor must read as "do not run".
+pub fn verdict_from_wire(value: i32) -> Option<Verdict> {
+    match pb::Verdict::try_from(value).ok()? {
+        pb::Verdict::Run => Some(Verdict::Run),
+        pb::Verdict::Skip => Some(Verdict::Skip),
+        pb::Verdict::Defer => Some(Verdict::Defer),
+        pb::Verdict::Unspecified => None,
+    }
+}
+
 /// The wire reason of a domain reason (one to one).
 pub fn reason_to_wire(reason: Reason) -> pb::Reason {
     match reason {
@@ -220,6 +231,15 @@ pub fn stamp_from_wire(stamp: Option<&pb::ElectionStamp>) -> ElectionStamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verdicts_round_trip_and_what_is_not_known_is_none() {
+        for v in [Verdict::Run, Verdict::Skip, Verdict::Defer] {
+            assert_eq!(verdict_from_wire(verdict_to_wire(v) as i32), Some(v));
+        }
+        assert_eq!(verdict_from_wire(pb::Verdict::Unspecified as i32), None);
+        assert_eq!(verdict_from_wire(99), None);
+    }
 
     #[test]
     fn election_stamps_round_trip_and_what_is_not_known_is_unknown() {

@@ -1,0 +1,138 @@
+//! The "already ran" records of deferred `@reboot` one-shots on a store client of their own
+//! (RBT-21, RBT-22), for the etcd and filesystem backends.
+//!
+//! Two users share it: the lease driver's per-round reads and writes
+//! ([`super::reboot_records`]), and the gate, which for a Leader `@reboot` one-shot writes the
+//! record *before* it answers RUN (see [`crate::state::CoordinatorState::should_run`]). Written
+//! only after the run started, a holder that died in between left a successor that ran the
+//! one-shot again; written first, the successor's read-back finds it.
+//!
+//! It is a second instance of the backend's store, so its calls never share a client with the
+//! election: on etcd a failed request resets only this connection, never the one the lease
+//! renews on; on the filesystem its file operations run on their own blocking slot, so a
+//! record write waiting on the stream's lock never holds up a renewal. Every call is bounded by
+//! [`CALL_TIMEOUT`].
+//!
+//! Kubernetes keeps its records in an annotation of the election Lease itself, so a second
+//! writer there would make the holder's next renewal meet a 409; it stays on the driver's
+//! rounds (`RebootStore::for_cluster` gives `None`).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+
+use super::{LeaseError, LeaseStore};
+use crate::config::cluster::{Backend, ClusterConfig, EtcdConfig, FilesystemConfig};
+use crate::store::etcd::EtcdStore;
+use crate::store::filesystem::FilesystemStore;
+
+/// The bound on one read or write of the records.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+enum Client {
+    Etcd(Box<EtcdStore>),
+    Filesystem(Box<FilesystemStore>),
+}
+
+/// The records' own store client. Calls are serialised: they are rare (a round's write, a
+/// read-back, one write per Leader one-shot) and a store client holds per-call state.
+pub struct RebootStore {
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for RebootStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RebootStore").finish_non_exhaustive()
+    }
+}
+
+impl RebootStore {
+    /// The store for `cluster`, when its backend keeps the records on a store this module can
+    /// open a second client to (etcd, filesystem). The etcd password comes from `env`, as for
+    /// the election.
+    pub fn for_cluster(
+        cluster: &ClusterConfig,
+        node_name: &str,
+        env: &crate::Environment,
+    ) -> Option<Arc<Self>> {
+        match cluster.backend {
+            Backend::Etcd => {
+                let etcd = cluster.etcd.as_ref()?;
+                Some(Self::over(Client::Etcd(Box::new(EtcdStore::from_env(
+                    etcd, node_name, env,
+                )))))
+            }
+            Backend::Filesystem => Some(Self::filesystem(cluster.filesystem.as_ref()?, node_name)),
+            _ => None,
+        }
+    }
+
+    /// On etcd, with `password` resolved as for [`EtcdStore::new`].
+    pub fn etcd(
+        config: &EtcdConfig,
+        node_name: &str,
+        password: Option<Result<String, String>>,
+    ) -> Arc<Self> {
+        Self::over(Client::Etcd(Box::new(EtcdStore::new(
+            config, node_name, password,
+        ))))
+    }
+
+    /// On a filesystem store.
+    pub fn filesystem(config: &FilesystemConfig, node_name: &str) -> Arc<Self> {
+        Self::over(Client::Filesystem(Box::new(FilesystemStore::new(
+            config, node_name,
+        ))))
+    }
+
+    fn over(client: Client) -> Arc<Self> {
+        Arc::new(Self {
+            client: Mutex::new(client),
+        })
+    }
+
+    /// The jobs recorded under `job_set_id`.
+    pub async fn read(&self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
+        bounded("reading the @reboot records", async {
+            match &mut *self.client.lock().await {
+                Client::Etcd(s) => s.read_reboot_ran(job_set_id).await,
+                Client::Filesystem(s) => s.read_reboot_ran(job_set_id).await,
+            }
+        })
+        .await
+    }
+
+    /// Adds `jobs` under `job_set_id`, keeping what other nodes recorded.
+    pub async fn record(
+        &self,
+        job_set_id: &str,
+        jobs: &BTreeSet<String>,
+    ) -> Result<(), LeaseError> {
+        bounded("recording @reboot runs", async {
+            match &mut *self.client.lock().await {
+                Client::Etcd(s) => s.record_reboot_ran(job_set_id, jobs).await,
+                Client::Filesystem(s) => s.record_reboot_ran(job_set_id, jobs).await,
+            }
+        })
+        .await
+    }
+}
+
+/// `call` within [`CALL_TIMEOUT`], waiting for the client included.
+async fn bounded<T>(
+    what: &str,
+    call: impl Future<Output = Result<T, LeaseError>>,
+) -> Result<T, LeaseError> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(LeaseError::Store(format!(
+                "{what}: no answer from the store within {CALL_TIMEOUT:?}"
+            )))
+        })
+}
+
+#[cfg(test)]
+mod tests;

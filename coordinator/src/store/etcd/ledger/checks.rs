@@ -1,0 +1,150 @@
+//! The etcd ledger against a real etcd: the checks, here beside the code they reach into; the
+//! integration tier runs them against a real etcd process (`tests/tests/integration/
+//! etcd_ledger.rs`), so the coordinator's own unit tests need no etcd.
+
+use std::time::Duration;
+
+use cronstable_core::{FiringKind, Reason, Verdict};
+
+use super::*;
+use crate::lease::conformance::{RealEtcd, etcd_config};
+use crate::ledger::Event;
+
+/// A ledger record of `job` at `at` on node n1.
+pub(crate) fn record(job: &str, at: i64, event: Event) -> Record {
+    Record {
+        job: job.into(),
+        scheduled_at_ms: at,
+        kind: FiringKind::Scheduled,
+        attempt: 1,
+        node: "n1".into(),
+        recorded_at_ms: at + 5,
+        event,
+    }
+}
+
+/// Polls etcd until `prefix` holds `n` keys (the writer is asynchronous).
+async fn wait_for_keys(client: &mut Client, prefix: &EtcdLedgerPlace, n: i64) {
+    for _ in 0..200 {
+        let got = client
+            .get(
+                prefix.prefix.clone(),
+                Some(GetOptions::new().with_range(prefix.end()).with_count_only()),
+            )
+            .await
+            .unwrap()
+            .count();
+        if got == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("etcd never held {n} ledger keys under {}", prefix.prefix);
+}
+
+/// History survives a restart: what one coordinator recorded, the next one under the same
+/// node name reads back, in order; another node's records stay its own.
+pub async fn records_written_by_one_coordinator_are_read_back_by_the_next(etcd: &impl RealEtcd) {
+    let cfg = etcd_config(vec![etcd.endpoint()], 6);
+    let first = Ledger::new();
+    open(&cfg, None, "n1", &first).await.unwrap();
+    first.append(record(
+        "backup",
+        1_000,
+        Event::Decided {
+            verdict: Verdict::Run,
+            reason: Reason::Leader,
+        },
+    ));
+    first.append(record(
+        "backup",
+        1_000,
+        Event::Finished {
+            started_at_ms: 1_001,
+            finished_at_ms: 1_900,
+            duration_ms: 899,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            output_tail: "done\n".into(),
+        },
+    ));
+    let other = Ledger::new();
+    open(&cfg, None, "n2", &other).await.unwrap();
+    other.append(record(
+        "report",
+        2_000,
+        Event::Skipped {
+            reason: Some(Reason::NotLeader),
+            message: "not the leader".into(),
+        },
+    ));
+    let mut client = Client::connect([etcd.endpoint()], None).await.unwrap();
+    let place = EtcdLedgerPlace::new("cronstable/leader", "n1");
+    wait_for_keys(&mut client, &place, 2).await;
+    wait_for_keys(
+        &mut client,
+        &EtcdLedgerPlace::new("cronstable/leader", "n2"),
+        1,
+    )
+    .await;
+
+    let second = Ledger::new();
+    open(&cfg, None, "n1", &second).await.unwrap();
+    assert_eq!(second.records("backup"), first.records("backup"));
+    assert!(second.records("report").is_empty(), "n2's records are n2's");
+}
+
+/// An etcd that is down at start costs the history, not the start; records made meanwhile
+/// land once it is back.
+pub async fn an_unreachable_etcd_delays_writes_and_loses_none(etcd: &impl RealEtcd) {
+    let cfg = etcd_config(vec![etcd.endpoint()], 6);
+    etcd.stop();
+    let ledger = Ledger::new();
+    let started = tokio::time::Instant::now();
+    open(&cfg, None, "n1", &ledger).await.unwrap();
+    assert!(started.elapsed() <= LOAD_TIMEOUT + Duration::from_secs(2));
+    for at in [1_000, 2_000, 3_000] {
+        ledger.append(record(
+            "backup",
+            at,
+            Event::Decided {
+                verdict: Verdict::Skip,
+                reason: Reason::NoQuorum,
+            },
+        ));
+    }
+    etcd.restart();
+    let mut client = Client::connect([etcd.endpoint()], None).await.unwrap();
+    wait_for_keys(
+        &mut client,
+        &EtcdLedgerPlace::new("cronstable/leader", "n1"),
+        3,
+    )
+    .await;
+}
+
+/// Pruning keeps a node's newest records and drops the oldest.
+pub async fn pruning_keeps_the_newest_records(etcd: &impl RealEtcd) {
+    let mut client = Client::connect([etcd.endpoint()], None).await.unwrap();
+    let place = EtcdLedgerPlace::new("cronstable/leader", "n1");
+    for i in 0..10 {
+        let r = record("backup", 1_000 * i, Event::Started { at_ms: 0, pid: 1 });
+        client
+            .put(place.key(&r, i as u64), encode(&r), None)
+            .await
+            .unwrap();
+    }
+    prune(&mut client, &place, Duration::from_secs(2), 4)
+        .await
+        .unwrap();
+    let left = Ledger::new();
+    let (loaded, skipped) = load(&mut client, &place, &left).await.unwrap();
+    assert_eq!((loaded, skipped), (4, 0));
+    let ats: Vec<i64> = left
+        .records("backup")
+        .iter()
+        .map(|r| r.scheduled_at_ms)
+        .collect();
+    assert_eq!(ats, vec![6_000, 7_000, 8_000, 9_000]);
+}

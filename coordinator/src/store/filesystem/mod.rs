@@ -1,0 +1,421 @@
+//! The filesystem lease store (LSE-FS-01..12): a flock-guarded, fence-counted TTL lease in one
+//! small JSON file on a shared POSIX mount.
+//!
+//! # Layout
+//!
+//! ```text
+//! <path>/                                   cluster.filesystem.path (the shared mount)
+//!   <deploymentId or "default">/            cluster.filesystem.deploymentId
+//!     leases/
+//!       .lock-probe-<token>                 the lock-fidelity probe's scratch file (removed)
+//!       <electionName>.json                 the lease, e.g. leases/cluster/leader.json
+//!       <electionName>.json.lock            the flock every read-modify-write holds
+//! ```
+//!
+//! The lease file is `{"holder": "<nodeName>#<12-hex token>" | null, "fence": n, "expiryMs": t}`.
+//! It is replaced atomically (write a temporary file, fsync, rename) while the `.lock` file is
+//! held with `flock(LOCK_EX)`, so a reader never sees half a lease and a crash mid-write leaves
+//! the previous one. Lease files are never deleted (LSE-FS-08).
+//!
+//! # Rules
+//!
+//! - The holder is `<nodeName>#<token>`, the token random per process (LSE-FS-02): a second
+//!   process with the same name, or this daemon restarted, cannot renew this process's lease.
+//! - The holder renews every `max(1 s, ttl/3)`, writing expiry = now + ttl (LSE-FS-03); the
+//!   driver demotes it 1 s before that on its monotonic clock.
+//! - A challenger takes over only once the expiry is a further 1 s in the past on its own wall
+//!   clock (LSE-FS-04), and bumps the fence counter (LSE-FS-01). Two leaders at once therefore
+//!   need more than about 2 s of skew between hosts: run NTP.
+//! - A graceful release clears the holder (keeping the fence), so a challenger wins at once.
+//! - Every file operation runs on a blocking thread bounded by the driver's round timeout, so an
+//!   unresponsive mount cannot wedge the runtime; while one is stuck, later rounds wait for it
+//!   (and time out) instead of piling up threads behind it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::clock;
+use crate::config::cluster::{FilesystemConfig, Topology};
+use crate::lease::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, SAFETY_MARGIN};
+use probe::ProbeError;
+
+/// The lease file's contents.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseFile {
+    /// `<nodeName>#<token>`, or `None` once released.
+    pub holder: Option<String>,
+    /// Bumped on every takeover; never goes down.
+    pub fence: u64,
+    /// When the lease expires, Unix ms on the holder's clock.
+    pub expiry_ms: i64,
+}
+
+/// A filesystem lease contender.
+#[derive(Debug)]
+pub struct FilesystemStore {
+    root: PathBuf,
+    leases: PathBuf,
+    file: PathBuf,
+    election_name: String,
+    node_name: String,
+    holder: String,
+    ttl: Duration,
+    topology: Topology,
+    timing: LeaseTiming,
+    /// Held by the blocking file operation in flight, until it returns (even when the round
+    /// that started it was cancelled): the next operation waits for it rather than piling up
+    /// threads behind an unresponsive mount, and the driver's timeout bounds that wait.
+    inflight: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A per-process holder token: 12 hex digits.
+fn token() -> String {
+    let mut b = [0u8; 6];
+    if getrandom::fill(&mut b).is_err() {
+        // No OS randomness: fall back to the pid and the time, still distinct per process.
+        let seed = (u64::from(std::process::id()) << 32) ^ clock::now_ms().unsigned_abs();
+        b.copy_from_slice(&seed.to_be_bytes()[2..]);
+    }
+    hex::encode(b)
+}
+
+/// The cadence for a ttl: renew every max(1 s, ttl/3); a round may take at most that long.
+pub fn timing(ttl_secs: u64) -> LeaseTiming {
+    let ttl = Duration::from_secs(ttl_secs);
+    let every = (ttl / 3).max(Duration::from_secs(1));
+    LeaseTiming {
+        round_every: every,
+        round_timeout: every,
+        duration: ttl,
+    }
+}
+
+impl FilesystemStore {
+    /// A contender for `node_name` configured by `config`.
+    pub fn new(config: &FilesystemConfig, node_name: &str) -> Self {
+        let deployment = config.deployment_id.as_deref().unwrap_or("default");
+        let leases = config.path.join(deployment).join("leases");
+        let file = leases.join(format!("{}.json", config.election_name));
+        Self {
+            root: config.path.clone(),
+            leases,
+            file,
+            election_name: config.election_name.clone(),
+            node_name: node_name.to_owned(),
+            holder: format!("{node_name}#{}", token()),
+            ttl: Duration::from_secs(config.ttl),
+            topology: config.topology,
+            timing: timing(config.ttl),
+            inflight: Arc::default(),
+        }
+    }
+
+    /// The lease file's path.
+    pub fn lease_path(&self) -> &Path {
+        &self.file
+    }
+
+    /// This process's holder string, `<nodeName>#<token>`.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Runs `op` on a blocking thread, after any earlier one has returned.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        op: impl FnOnce() -> Result<T, LeaseError> + Send + 'static,
+    ) -> Result<T, LeaseError> {
+        let turn = self.inflight.clone().lock_owned().await;
+        let task = tokio::task::spawn_blocking(move || {
+            let r = op();
+            drop(turn);
+            r
+        });
+        task.await
+            .map_err(|e| LeaseError::Store(format!("file operation panicked: {e}")))?
+    }
+
+    fn observation(&self, lease: &LeaseFile, held_by_me: bool) -> LeaseObservation {
+        let holder = lease.holder.as_deref().map(|h| strip_token(h).to_owned());
+        let mut block = Map::new();
+        block.insert(
+            "path".into(),
+            Value::String(self.root.display().to_string()),
+        );
+        block.insert(
+            "electionName".into(),
+            Value::String(self.election_name.clone()),
+        );
+        block.insert("identity".into(), Value::String(self.node_name.clone()));
+        block.insert(
+            "holder".into(),
+            holder.clone().map_or(Value::Null, Value::String),
+        );
+        block.insert("fence".into(), Value::from(lease.fence));
+        block.insert(
+            "expiry".into(),
+            lease
+                .holder
+                .as_ref()
+                .and_then(|_| chrono::DateTime::from_timestamp_millis(lease.expiry_ms))
+                .map_or(Value::Null, |t| Value::String(t.to_rfc3339())),
+        );
+        LeaseObservation {
+            held_by_me,
+            holder,
+            fence: held_by_me.then(|| format!("fence:{}", lease.fence)),
+            expiry_ms: lease.holder.as_ref().map(|_| lease.expiry_ms),
+            block,
+            valid_for: None,
+        }
+    }
+}
+
+/// The display name of a holder: the token stripped (LSE-FS-02).
+pub fn strip_token(holder: &str) -> &str {
+    holder.rsplit_once('#').map_or(holder, |(name, _)| name)
+}
+
+/// One round's decision on the lease read under the lock, at wall-clock `now_ms`. Returns the
+/// lease to write (if any) and whether `me` holds it afterwards.
+pub fn decide_round(
+    current: Option<&LeaseFile>,
+    me: &str,
+    now_ms: i64,
+    ttl: Duration,
+) -> (Option<LeaseFile>, bool) {
+    let expiry_ms = now_ms.saturating_add(millis(ttl));
+    let margin = millis(SAFETY_MARGIN);
+    match current {
+        Some(l) if l.holder.as_deref() == Some(me) => (
+            Some(LeaseFile {
+                holder: Some(me.to_owned()),
+                fence: l.fence,
+                expiry_ms,
+            }),
+            true,
+        ),
+        // Held by someone else and not yet a margin past its expiry on this clock.
+        Some(l) if l.holder.is_some() && now_ms < l.expiry_ms.saturating_add(margin) => {
+            (None, false)
+        }
+        other => (
+            Some(LeaseFile {
+                holder: Some(me.to_owned()),
+                fence: other.map_or(0, |l| l.fence) + 1,
+                expiry_ms,
+            }),
+            true,
+        ),
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+pub(super) fn store_err(what: &str, path: &Path, e: impl std::fmt::Display) -> LeaseError {
+    LeaseError::Store(format!("{what} {}: {e}", path.display()))
+}
+
+/// Opens (creating) `file`'s lock file, `<file>.lock`; returns it with its path.
+pub(super) fn open_lock_file(file: &Path) -> Result<(File, PathBuf), LeaseError> {
+    let lock_path = PathBuf::from(format!("{}.lock", file.display()));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| store_err("cannot open", &lock_path, e))?;
+    Ok((f, lock_path))
+}
+
+/// Takes the lease's lock (blocking: the holder keeps it only for one read-modify-write).
+pub(super) fn lock(file: &Path) -> Result<Flock<File>, LeaseError> {
+    let (f, lock_path) = open_lock_file(file)?;
+    Flock::lock(f, FlockArg::LockExclusive)
+        .map_err(|(_, e)| store_err("cannot lock", &lock_path, e))
+}
+
+fn read(file: &Path) -> Result<Option<LeaseFile>, LeaseError> {
+    match std::fs::read(file) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| store_err("unreadable lease file", file, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(store_err("cannot read", file, e)),
+    }
+}
+
+fn write(file: &Path, lease: &LeaseFile) -> Result<(), LeaseError> {
+    let tmp = PathBuf::from(format!("{}.tmp", file.display()));
+    let body = serde_json::to_vec(lease).map_err(|e| store_err("cannot encode", file, e))?;
+    let mut f = File::create(&tmp).map_err(|e| store_err("cannot write", &tmp, e))?;
+    f.write_all(&body)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| store_err("cannot write", &tmp, e))?;
+    std::fs::rename(&tmp, file).map_err(|e| store_err("cannot replace", file, e))
+}
+
+impl LeaseStore for FilesystemStore {
+    fn backend_name(&self) -> &'static str {
+        "filesystem"
+    }
+
+    fn timing(&self) -> LeaseTiming {
+        self.timing
+    }
+
+    async fn prepare(&mut self) -> Result<(), String> {
+        let (root, leases, file) = (self.root.clone(), self.leases.clone(), self.file.clone());
+        let token = self
+            .holder
+            .rsplit('#')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let sniff_mounts = cfg!(target_os = "linux") && self.topology != Topology::SingleNode;
+        let probed = self
+            .blocking(move || {
+                let dir = file.parent().unwrap_or(&leases).to_owned();
+                let io = |path: &Path, e: std::io::Error| ProbeError::Io {
+                    path: path.display().to_string(),
+                    why: e.to_string(),
+                };
+                let result = (|| {
+                    // The store directory is the operator's (a mount point, usually): never
+                    // created, so a missing mount is a refusal, not a lease on local disk.
+                    match std::fs::metadata(&root) {
+                        Ok(m) if m.is_dir() => {}
+                        Ok(_) => {
+                            return Err(ProbeError::Io {
+                                path: root.display().to_string(),
+                                why: "not a directory".into(),
+                            });
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            return Err(ProbeError::Missing(root.display().to_string()));
+                        }
+                        Err(e) => return Err(io(&root, e)),
+                    }
+                    let mounts = if sniff_mounts {
+                        let path = Path::new("/proc/mounts");
+                        let mounts = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+                        probe::own_mount(&root, &mounts)?;
+                        Some(mounts)
+                    } else {
+                        None
+                    };
+                    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+                    probe::probe(&dir, &token, mounts.as_deref())
+                })();
+                Ok(result)
+            })
+            .await
+            .map_err(|e| {
+                format!(
+                    "cluster.backend filesystem: refusing to elect over {}: {e}",
+                    self.root.display()
+                )
+            })?;
+        probed.map_err(|e| {
+            format!(
+                "cluster.backend filesystem: refusing to elect over {}: {e}",
+                self.root.display()
+            )
+        })?;
+        tracing::info!(
+            "cluster: filesystem election ready at {} (election={}, identity={}, ttl={}s)",
+            self.root.display(),
+            self.election_name,
+            self.holder,
+            self.ttl.as_secs()
+        );
+        Ok(())
+    }
+
+    async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
+        let (file, me, ttl) = (self.file.clone(), self.holder.clone(), self.ttl);
+        let (lease, held) = self
+            .blocking(move || {
+                let _guard = lock(&file)?;
+                let current = read(&file)?;
+                // The wall clock is read under the lock, right before the decision it feeds.
+                let (next, held) = decide_round(current.as_ref(), &me, clock::now_ms(), ttl);
+                if let Some(next) = &next {
+                    write(&file, next)?;
+                }
+                Ok((next.or(current).unwrap_or_default(), held))
+            })
+            .await?;
+        Ok(self.observation(&lease, held))
+    }
+
+    async fn read_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+    ) -> Result<std::collections::BTreeSet<String>, LeaseError> {
+        let stream = reboot::stream_path(self.leases.parent().unwrap_or(&self.root));
+        let id = job_set_id.to_owned();
+        self.blocking(move || reboot::read_jobs(&stream, &id)).await
+    }
+
+    async fn record_reboot_ran(
+        &mut self,
+        job_set_id: &str,
+        jobs: &std::collections::BTreeSet<String>,
+    ) -> Result<(), LeaseError> {
+        let stream = reboot::stream_path(self.leases.parent().unwrap_or(&self.root));
+        let (id, jobs, root) = (job_set_id.to_owned(), jobs.clone(), self.root.clone());
+        self.blocking(move || {
+            // Only below the store directory: a missing mount must not become a local store.
+            if !root.is_dir() {
+                return Err(store_err(
+                    "the store directory is missing (cronstable never creates it):",
+                    &root,
+                    "not found",
+                ));
+            }
+            reboot::append_jobs(&stream, &id, &jobs)
+        })
+        .await
+    }
+
+    async fn release(&mut self) -> Result<(), LeaseError> {
+        let (file, me) = (self.file.clone(), self.holder.clone());
+        self.blocking(move || {
+            let _guard = lock(&file)?;
+            match read(&file)? {
+                Some(l) if l.holder.as_deref() == Some(me.as_str()) => write(
+                    &file,
+                    &LeaseFile {
+                        holder: None,
+                        fence: l.fence,
+                        expiry_ms: 0,
+                    },
+                ),
+                _ => Ok(()),
+            }
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Retry handoffs in the shared directory (RTY-04).
+pub(crate) mod handoff;
+/// Whether the shared directory is what it claims to be (mounted, shared, writable).
+pub mod probe;
+/// The `@reboot` "already ran" records in the shared directory.
+pub mod reboot;

@@ -1,0 +1,262 @@
+//! Filesystem store tests: the round rule as a table, the store on a real directory, and the
+//! conformance suite on the real clock (ttl 3 s: rounds every 1 s).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::lease::conformance::{self, Harness};
+
+const TTL: Duration = Duration::from_secs(15);
+
+fn lease(holder: Option<&str>, fence: u64, expiry_ms: i64) -> LeaseFile {
+    LeaseFile {
+        holder: holder.map(str::to_owned),
+        fence,
+        expiry_ms,
+    }
+}
+
+#[test]
+fn a_fresh_store_is_won_with_fence_one() {
+    let (next, held) = decide_round(None, "a#1", 1_000, TTL);
+    assert!(held);
+    assert_eq!(next, Some(lease(Some("a#1"), 1, 16_000)));
+}
+
+#[test]
+fn the_holder_renews_without_bumping_the_fence() {
+    let cur = lease(Some("a#1"), 7, 5_000);
+    let (next, held) = decide_round(Some(&cur), "a#1", 4_000, TTL);
+    assert!(held);
+    assert_eq!(next, Some(lease(Some("a#1"), 7, 19_000)));
+}
+
+#[test]
+fn a_challenger_waits_until_a_margin_past_expiry_then_bumps_the_fence() {
+    let cur = lease(Some("a#1"), 7, 5_000);
+    assert_eq!(decide_round(Some(&cur), "b#2", 4_999, TTL), (None, false));
+    // Expired, but not yet 1 s ago on the challenger's clock.
+    assert_eq!(decide_round(Some(&cur), "b#2", 5_999, TTL), (None, false));
+    let (next, held) = decide_round(Some(&cur), "b#2", 6_000, TTL);
+    assert!(held);
+    assert_eq!(next, Some(lease(Some("b#2"), 8, 21_000)));
+}
+
+#[test]
+fn the_same_name_with_another_token_cannot_renew() {
+    // LSE-FS-02: a restarted daemon or a duplicate nodeName is a different holder.
+    let cur = lease(Some("a#111111111111"), 3, 5_000);
+    assert_eq!(
+        decide_round(Some(&cur), "a#222222222222", 4_000, TTL),
+        (None, false)
+    );
+}
+
+#[test]
+fn a_released_lease_is_taken_at_once() {
+    let cur = lease(None, 4, 0);
+    let (next, held) = decide_round(Some(&cur), "b#2", 100, TTL);
+    assert!(held);
+    assert_eq!(next.map(|l| l.fence), Some(5));
+}
+
+#[test]
+fn tokens_are_twelve_hex_digits_and_differ() {
+    let (a, b) = (token(), token());
+    assert_eq!(a.len(), 12);
+    assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(a, b);
+}
+
+fn config(path: PathBuf, ttl: u64) -> FilesystemConfig {
+    FilesystemConfig {
+        path,
+        election_name: "cluster/leader".into(),
+        ttl,
+        deployment_id: None,
+        topology: Topology::SingleNode,
+    }
+}
+
+#[tokio::test]
+async fn two_stores_on_one_directory_share_one_fenced_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path().to_owned(), 15);
+    let mut a = FilesystemStore::new(&cfg, "a");
+    let mut b = FilesystemStore::new(&cfg, "b");
+    a.prepare().await.unwrap();
+    b.prepare().await.unwrap();
+    assert_eq!(
+        a.lease_path(),
+        dir.path().join("default/leases/cluster/leader.json")
+    );
+    let won = a.campaign().await.unwrap();
+    assert!(won.held_by_me);
+    assert_eq!(won.fence.as_deref(), Some("fence:1"));
+    assert_eq!(won.block["holder"], "a");
+    assert_eq!(won.block["fence"], 1);
+    assert_eq!(won.block["electionName"], "cluster/leader");
+    assert!(won.block["expiry"].as_str().unwrap().ends_with("+00:00"));
+    let lost = b.campaign().await.unwrap();
+    assert!(!lost.held_by_me);
+    assert_eq!(lost.holder.as_deref(), Some("a"));
+    assert_eq!(lost.fence, None);
+    // The file names the full holder, token included.
+    let on_disk: LeaseFile =
+        serde_json::from_slice(&std::fs::read(a.lease_path()).unwrap()).unwrap();
+    assert_eq!(on_disk.holder.as_deref(), Some(a.holder()));
+    a.release().await.unwrap();
+    let taken = b.campaign().await.unwrap();
+    assert!(taken.held_by_me);
+    assert_eq!(taken.fence.as_deref(), Some("fence:2"));
+}
+
+#[tokio::test]
+async fn an_unusable_path_is_refused_with_the_seed_wording() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "x").unwrap();
+    let mut s = FilesystemStore::new(&config(not_a_dir.clone(), 15), "a");
+    let err = s.prepare().await.unwrap_err();
+    assert!(
+        err.starts_with(&format!(
+            "cluster.backend filesystem: refusing to elect over {}: ",
+            not_a_dir.display()
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_store_directory_is_refused_and_never_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("mnt").join("cronstable");
+    let mut s = FilesystemStore::new(&config(missing.clone(), 15), "a");
+    let err = s.prepare().await.unwrap_err();
+    assert!(
+        err.contains("refusing to elect over") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("mnt").exists(),
+        "created {}",
+        missing.display()
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn under_topology_auto_a_directory_on_this_hosts_disk_is_refused() {
+    // A temporary directory is not a mount point; on this kind of machine it lies on the root
+    // filesystem (ext4), so it is what a node sees when its shared mount is missing.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path().to_owned(), 15);
+    c.topology = Topology::Auto;
+    let err = FilesystemStore::new(&c, "a").prepare().await.unwrap_err();
+    assert!(err.contains("is not a mount point"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing is written into a refused directory"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_start_publishes_no_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "x").unwrap();
+    let store = FilesystemStore::new(&config(not_a_dir, 15), "a");
+    let (mut rx, stop, task) = crate::lease::driver::spawn(store, "a");
+    let view = rx
+        .wait_for(|v| !matches!(v.election, crate::cluster::Election::Off))
+        .await
+        .unwrap()
+        .clone();
+    let crate::cluster::Election::NoManager { reason } = &view.election else {
+        panic!("expected NoManager, got {:?}", view.election)
+    };
+    assert!(reason.contains("refusing to elect over"));
+    assert_eq!(view.status.to_json("a")["last_error"], reason.as_str());
+    stop.send(()).unwrap();
+    task.await.unwrap();
+}
+
+// === the conformance suite, real clock ===
+
+struct Fs {
+    dir: tempfile::TempDir,
+}
+
+impl Fs {
+    fn new() -> Self {
+        Fs {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+impl Harness for Fs {
+    type Store = FilesystemStore;
+    fn contender(&self, name: &str) -> FilesystemStore {
+        FilesystemStore::new(&config(self.dir.path().to_owned(), 3), name)
+    }
+    // Moving the deployment directory away is an unmounted store: every open fails.
+    fn break_store(&self) {
+        let d = self.dir.path();
+        std::fs::rename(d.join("default"), d.join("away")).unwrap();
+    }
+    fn heal_store(&self) {
+        let d = self.dir.path();
+        std::fs::rename(d.join("away"), d.join("default")).unwrap();
+    }
+}
+
+const FS_TIMING: LeaseTiming = LeaseTiming {
+    round_every: Duration::from_secs(1),
+    round_timeout: Duration::from_secs(1),
+    duration: Duration::from_secs(3),
+};
+
+#[test]
+fn ttl_three_renews_every_second() {
+    assert_eq!(timing(3), FS_TIMING);
+    assert_eq!(timing(15).round_every, Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_single_holder() {
+    let _serial = conformance::serial().await;
+    conformance::single_holder(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_fence_on_run_changes_on_takeover() {
+    let _serial = conformance::serial().await;
+    conformance::fence_on_run_changes_on_takeover(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_release_gives_immediate_takeover() {
+    let _serial = conformance::serial().await;
+    conformance::release_gives_immediate_takeover(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_dead_holder_is_replaced() {
+    let _serial = conformance::serial().await;
+    conformance::dead_holder_is_replaced(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_outage_fails_closed_then_recovers() {
+    let _serial = conformance::serial().await;
+    conformance::outage_fails_closed_then_recovers(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_rbt_21_reboot_records_round_trip() {
+    let _serial = conformance::serial().await;
+    conformance::reboot_records_round_trip(&Fs::new()).await;
+}
