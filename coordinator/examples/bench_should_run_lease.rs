@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use cronstable_coordinator::cluster::{ClusterView, Election};
 use cronstable_coordinator::config::cluster::{FilesystemConfig, Topology};
-use cronstable_coordinator::lease::{driver, filesystem::FilesystemStore};
+use cronstable_coordinator::lease::driver;
 use cronstable_coordinator::state::CoordinatorState;
+use cronstable_coordinator::store::filesystem::FilesystemStore;
 use cronstable_core::JobSpec;
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;

@@ -13,9 +13,14 @@
 //! - [`cluster`]: the [`cluster::ClusterView`] every decision reads, and the backend seam.
 //! - [`status`]: the `GET /cluster` status blocks the backends publish with the view.
 //! - [`gossip`]: the gossip backend: mTLS `/peer` attestation and the quorum-gated election.
-//! - [`lease`]: the fenced lease backends (etcd, Kubernetes, filesystem) behind one driver.
+//! - [`lease`]: the fenced lease election behind one driver (the [`lease::LeaseStore`] seam,
+//!   its conformance suite and in-memory store), with the `@reboot` records and retry handoffs
+//!   that live in the same stores.
+//! - [`store`]: one folder per shared store (etcd, filesystem, Kubernetes), each implementing
+//!   every aspect kept in it and owning its connection, credentials, fake and tests.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
-//! - [`ledger`]: per-job records of decisions and runs; [`ledger_file`] keeps them on disk.
+//! - [`ledger`]: per-job records of decisions and runs; [`ledger_file`] keeps them on disk
+//!   ([`store::etcd::ledger`] in etcd).
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
@@ -39,7 +44,6 @@ pub mod grpc;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
-pub mod ledger_etcd;
 pub mod ledger_file;
 pub mod listeners;
 pub mod metrics;
@@ -49,6 +53,7 @@ pub mod reboot_ran;
 pub mod reload;
 pub mod state;
 pub mod status;
+pub mod store;
 pub mod summary;
 pub mod verify;
 pub mod web;
@@ -136,7 +141,7 @@ pub enum RunError {
     State(ledger_file::LedgerFileError),
     /// `state.store: etcd` cannot be used (its TLS files or password do not work).
     #[error(transparent)]
-    StateEtcd(ledger_etcd::LedgerEtcdError),
+    StateEtcd(store::etcd::ledger::LedgerEtcdError),
     /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
     #[error("web.authToken: {0}")]
     AuthToken(#[source] config::SecretError),
@@ -192,14 +197,14 @@ pub async fn run(
             Some(p) => Some(
                 p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
                     .map_err(|e| {
-                        RunError::StateEtcd(ledger_etcd::LedgerEtcdError::Settings(format!(
-                            "cluster.etcd.password: {e}"
-                        )))
+                        RunError::StateEtcd(store::etcd::ledger::LedgerEtcdError::Settings(
+                            format!("cluster.etcd.password: {e}"),
+                        ))
                     })?,
             ),
             None => None,
         };
-        ledger_etcd::open(etcd, password, &node_name, &state.ledger)
+        store::etcd::ledger::open(etcd, password, &node_name, &state.ledger)
             .await
             .map_err(RunError::StateEtcd)?;
     }

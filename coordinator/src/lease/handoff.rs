@@ -32,11 +32,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::handoff_etcd::EtcdHandoffs;
-use super::handoff_fs::FilesystemHandoffs;
-use super::kubernetes::handoff::KubernetesHandoffs;
-use super::kubernetes_api::K8sEnv;
 use crate::config::cluster::{Backend, ClusterConfig};
+use crate::store::etcd::handoff::EtcdHandoffs;
+use crate::store::filesystem::handoff::FilesystemHandoffs;
+use crate::store::kubernetes::api::K8sEnv;
+use crate::store::kubernetes::handoff::KubernetesHandoffs;
 
 /// The bound on one handoff write (the shim's `Handoff` call waits for it).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -184,7 +184,7 @@ impl Handoffs {
                 let etcd = cluster.etcd.as_ref()?;
                 Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
                     etcd,
-                    super::etcd::EtcdCredentials::from_env(etcd, env),
+                    crate::store::etcd::EtcdCredentials::from_env(etcd, env),
                 ))))
             }
             Backend::Kubernetes => {
@@ -216,7 +216,10 @@ impl Handoffs {
     pub fn etcd(config: &crate::config::cluster::EtcdConfig) -> Self {
         Self {
             inner: Arc::new(Inner::Etcd(Box::new(tokio::sync::Mutex::new(
-                EtcdHandoffs::new(config, super::etcd::EtcdCredentials::fixed(config, None)),
+                EtcdHandoffs::new(
+                    config,
+                    crate::store::etcd::EtcdCredentials::fixed(config, None),
+                ),
             )))),
         }
     }

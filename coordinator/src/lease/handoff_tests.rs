@@ -267,7 +267,7 @@ fn k8s_setup(
 ) -> (
     tempfile::TempDir,
     crate::config::cluster::KubernetesConfig,
-    super::kubernetes_api::K8sEnv,
+    crate::store::kubernetes::api::K8sEnv,
 ) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("token"), "t").unwrap();
@@ -277,7 +277,7 @@ fn k8s_setup(
         client_library: lib,
         ..Default::default()
     };
-    let env = super::kubernetes_api::K8sEnv {
+    let env = crate::store::kubernetes::api::K8sEnv {
         service_host: None,
         service_port: None,
         service_account_dir: dir.path().to_owned(),
@@ -286,7 +286,7 @@ fn k8s_setup(
 }
 
 async fn kubernetes_records_are_claimed_once(lib: crate::config::cluster::ClientLibrary) {
-    let fake = super::kubernetes_fake::FakeApiServer::start().await;
+    let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), lib);
     let a = Handoffs::kubernetes(&config, "n1", env.clone());
     let b = Handoffs::kubernetes(&config, "n2", env);
@@ -336,7 +336,7 @@ async fn rty_04_kubernetes_records_are_claimed_once_through_the_kube_library() {
 
 #[tokio::test]
 async fn rty_04_a_kubernetes_claim_whose_answer_was_lost_is_resumed() {
-    let fake = super::kubernetes_fake::FakeApiServer::start().await;
+    let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), crate::config::cluster::ClientLibrary::Http);
     a_claim_whose_answer_was_lost_is_resumed(Handoffs::kubernetes(&config, "n2", env)).await;
 }
@@ -345,7 +345,7 @@ async fn rty_04_a_kubernetes_claim_whose_answer_was_lost_is_resumed() {
 /// keeps both records; an apiserver that is down fails the write within its bound.
 #[tokio::test]
 async fn rty_05_kubernetes_writes_survive_a_race_and_fail_in_time_when_down() {
-    let fake = super::kubernetes_fake::FakeApiServer::start().await;
+    let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), crate::config::cluster::ClientLibrary::Http);
     let h = Handoffs::kubernetes(&config, "n1", env);
     h.write(&record("backup", 1_000, 10)).await.unwrap();

@@ -18,24 +18,14 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;
-pub mod etcd;
-pub mod filesystem;
-pub mod filesystem_reboot;
 pub mod handoff;
 #[cfg(any(test, feature = "testkit"))]
 pub mod handoff_conformance;
-mod handoff_etcd;
-mod handoff_fs;
 pub mod handoff_resume;
 #[cfg(test)]
 mod handoff_tests;
-pub mod kubernetes;
-pub mod kubernetes_api;
-#[cfg(any(test, feature = "testkit"))]
-pub mod kubernetes_fake;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
-pub mod probe;
 pub mod reboot_records;
 pub mod reboot_store;
 #[cfg(test)]
@@ -157,7 +147,7 @@ pub fn backend_for(
             let fs = cluster.filesystem.as_ref()?;
             Some(Box::new(
                 driver::LeaseBackend::new(
-                    filesystem::FilesystemStore::new(fs, node_name),
+                    crate::store::filesystem::FilesystemStore::new(fs, node_name),
                     node_name,
                 )
                 .with_reboot_store(reboot_store.clone()),
@@ -167,7 +157,7 @@ pub fn backend_for(
             let etcd = cluster.etcd.as_ref()?;
             Some(Box::new(
                 driver::LeaseBackend::new(
-                    etcd::EtcdStore::from_env(etcd, node_name, env),
+                    crate::store::etcd::EtcdStore::from_env(etcd, node_name, env),
                     node_name,
                 )
                 .with_reboot_store(reboot_store.clone()),
@@ -175,13 +165,13 @@ pub fn backend_for(
         }
         Backend::Kubernetes => {
             let k8s = cluster.kubernetes.as_ref()?;
-            let k8s_env = kubernetes_api::K8sEnv {
+            let k8s_env = crate::store::kubernetes::api::K8sEnv {
                 service_host: env.get("KUBERNETES_SERVICE_HOST"),
                 service_port: env.get("KUBERNETES_SERVICE_PORT"),
-                ..kubernetes_api::K8sEnv::default()
+                ..crate::store::kubernetes::api::K8sEnv::default()
             };
             Some(Box::new(driver::LeaseBackend::new(
-                kubernetes::KubernetesStore::new(k8s, node_name, k8s_env),
+                crate::store::kubernetes::KubernetesStore::new(k8s, node_name, k8s_env),
                 node_name,
             )))
         }

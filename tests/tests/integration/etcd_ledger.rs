@@ -1,9 +1,9 @@
 //! The etcd run ledger (`state.store: etcd`) against a real etcd: history read back by the next
 //! coordinator, writes held while etcd is down and none lost, pruning. The checks live beside
-//! the ledger (`cronstable_coordinator::ledger_etcd::checks`); this tier gives them the etcd.
+//! the ledger (`cronstable_coordinator::store::etcd::ledger::checks`); this tier gives them the etcd.
 
 use cronstable_coordinator::lease::conformance::RealEtcd;
-use cronstable_coordinator::ledger_etcd::checks;
+use cronstable_coordinator::store::etcd::ledger::checks;
 use cronstable_tests::etcd::Etcd;
 
 /// The test etcd as the checks see it.

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use cronstable_coordinator::config::cluster::{EtcdConfig, EtcdTls};
 use cronstable_coordinator::lease::conformance::{self, Harness, Node, wait_until};
-use cronstable_coordinator::lease::etcd::{EtcdStore, timing};
 use cronstable_coordinator::lease::{LeaseStore, LeaseTiming, driver};
+use cronstable_coordinator::store::etcd::{EtcdStore, timing};
 use cronstable_tests::etcd::{Etcd, etcd_config};
 use cronstable_tests::free_port;
 use etcd_client::Client;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use cronstable_coordinator::lease::conformance::{self, Node};
 use cronstable_coordinator::lease::driver;
-use cronstable_coordinator::lease::etcd::{EtcdStore, timing};
+use cronstable_coordinator::store::etcd::{EtcdStore, timing};
 use cronstable_tests::etcd::etcd_config;
 
 /// Runs `ip` with `args`, panicking with the command on failure.

@@ -561,7 +561,7 @@ mod reboot;
 // the integration tier, `tests/tests/integration/etcd_store.rs` and `tests/tests/lab/
 // etcd_cluster.rs`, so the coordinator's unit tests run without either.
 
-/// Retry handoffs in etcd (RTY-04).
+// Retry handoffs in etcd (RTY-04).
 pub(crate) mod handoff;
-/// The run ledger in etcd (`state.store: etcd`).
+// The run ledger in etcd (`state.store: etcd`).
 pub mod ledger;

@@ -413,9 +413,9 @@ impl LeaseStore for FilesystemStore {
 #[cfg(test)]
 mod tests;
 
-/// Retry handoffs in the shared directory (RTY-04).
+// Retry handoffs in the shared directory (RTY-04).
 pub(crate) mod handoff;
-/// Whether the shared directory is what it claims to be (mounted, shared, writable).
+// Whether the shared directory is what it claims to be (mounted, shared, writable).
 pub mod probe;
-/// The `@reboot` "already ran" records in the shared directory.
+// The `@reboot` "already ran" records in the shared directory.
 pub mod reboot;

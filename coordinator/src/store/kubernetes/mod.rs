@@ -562,8 +562,8 @@ pub mod handoff;
 #[cfg(test)]
 mod tests;
 
-/// The Kubernetes API client: in-cluster or kubeconfig credentials, the Lease calls.
+// The Kubernetes API client: in-cluster or kubeconfig credentials, the Lease calls.
 pub mod api;
-/// An in-process API server for tests.
+// An in-process API server for tests.
 #[cfg(any(test, feature = "testkit"))]
 pub mod fake;
