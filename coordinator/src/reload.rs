@@ -222,26 +222,6 @@ pub fn resolve_token(
         .transpose()
 }
 
-/// Picks the backend for a cluster section. Without one every node runs every job.
-pub(crate) fn backend_for(
-    cluster: Option<&ClusterConfig>,
-    node_name: &str,
-    env: &Environment,
-    reboot_store: Option<Arc<RebootStore>>,
-) -> Result<Box<dyn ClusterBackend>, RunError> {
-    use crate::config::cluster::Backend;
-    use crate::gossip::{GossipBackend, GossipSettings};
-    match cluster {
-        None => Ok(Box::new(crate::cluster::ElectionOffBackend::new(node_name))),
-        Some(cluster) if cluster.backend == Backend::Gossip => Ok(Box::new(GossipBackend::new(
-            GossipSettings::from_config(cluster),
-            node_name,
-        ))),
-        Some(cluster) => lease::backend_for(cluster, node_name, env, reboot_store)
-            .ok_or_else(|| RunError::BackendUnavailable(cluster.backend.to_string())),
-    }
-}
-
 /// A cluster section's backend and the store clients built from the same section.
 pub(crate) struct Manager {
     /// The backend, not started yet.
@@ -259,14 +239,31 @@ impl Manager {
         node_name: &str,
         env: &Environment,
     ) -> Result<Self, RunError> {
-        let reboot_store = cluster.and_then(|c| RebootStore::for_cluster(c, node_name, env));
-        let backend = backend_for(cluster, node_name, env, reboot_store.clone())?;
-        let handoffs = cluster.and_then(|c| Handoffs::for_cluster(c, node_name, env));
-        Ok(Self {
+        use crate::config::cluster::Backend;
+        use crate::gossip::{GossipBackend, GossipSettings};
+        let alone = |backend: Box<dyn ClusterBackend>| Self {
             backend,
-            reboot_store,
-            handoffs,
-        })
+            reboot_store: None,
+            handoffs: None,
+        };
+        match cluster {
+            None => Ok(alone(Box::new(crate::cluster::ElectionOffBackend::new(
+                node_name,
+            )))),
+            Some(c) if c.backend == Backend::Gossip => Ok(alone(Box::new(GossipBackend::new(
+                GossipSettings::from_config(c),
+                node_name,
+            )))),
+            Some(c) => {
+                let stores = crate::store::for_cluster(c, node_name, env)
+                    .ok_or_else(|| RunError::BackendUnavailable(c.backend.to_string()))?;
+                Ok(Self {
+                    backend: stores.backend,
+                    reboot_store: stores.reboot_store,
+                    handoffs: Some(stores.handoffs),
+                })
+            }
+        }
     }
 }
 

@@ -16,7 +16,8 @@
 //! being offered again: the executor may already have run an attempt, and a retry that runs twice
 //! is the harm a Leader job must not suffer.
 //!
-//! The handoff part has its own store client ([`Handoffs`]) instead of going through the lease
+//! Each store implements [`HandoffStore`] in its folder under [`crate::store`]; [`Handoffs`]
+//! bounds every call. The handoff part has its own store client ([`Handoffs`]) instead of going through the lease
 //! driver: the driver's rounds stay exactly as timed as before, a slow handoff write can never
 //! delay a renewal, and the gRPC handler needs no channel into the driver task. The cost is one
 //! more connection per coordinator (etcd) or a few more file operations (filesystem).
@@ -31,12 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-
-use crate::config::cluster::{Backend, ClusterConfig};
-use crate::store::etcd::handoff::EtcdHandoffs;
-use crate::store::filesystem::handoff::FilesystemHandoffs;
-use crate::store::kubernetes::api::K8sEnv;
-use crate::store::kubernetes::handoff::KubernetesHandoffs;
 
 /// The bound on one handoff write (the shim's `Handoff` call waits for it).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -136,25 +131,84 @@ pub struct Pending {
     pub revision: i64,
 }
 
-enum Inner {
-    Filesystem(FilesystemHandoffs),
-    Etcd(Box<tokio::sync::Mutex<EtcdHandoffs>>),
-    Kubernetes(Box<tokio::sync::Mutex<KubernetesHandoffs>>),
+/// One store's handoff records: what every store implements (each in its folder under
+/// [`crate::store`]). The calls are bounded by [`Handoffs`], not here.
+#[tonic::async_trait]
+pub trait HandoffStore: Send + Sync + 'static {
+    /// The store's name, for logs (`etcd`, `filesystem`, `kubernetes`).
+    fn store_name(&self) -> &'static str;
+    /// Writes `record` durably, replacing any record of the same firing.
+    async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError>;
+    /// Every record in the store; unreadable ones are skipped with a WARNING.
+    async fn pending(&self) -> Result<Vec<Pending>, HandoffError>;
+    /// Claims exactly the version `p` of an unclaimed record for `token` (see
+    /// [`Handoffs::claim`]).
+    async fn claim(
+        &self,
+        p: &Pending,
+        token: &str,
+        now_ms: i64,
+    ) -> Result<Option<Pending>, HandoffError>;
+    /// The record `p` as claimed by `token`, if that claim holds it now.
+    async fn find_claim(&self, p: &Pending, token: &str) -> Result<Option<Pending>, HandoffError>;
+    /// Removes exactly the version `p` of a record (see [`Handoffs::remove`]).
+    async fn remove(&self, p: &Pending) -> Result<bool, HandoffError>;
+    /// Gives up the claim `claimed`.
+    async fn release(&self, claimed: &Pending) -> Result<(), HandoffError>;
 }
 
-/// The handoff records of one deployment's shared store. Cheap to clone.
+/// Implements [`HandoffStore`] for `tokio::sync::Mutex<$client>`, named `$name`: for a store
+/// client whose calls take `&mut self` (it holds per-call state: a connection, a resource
+/// version), so calls on it are serialised. `$client` has the trait's methods as inherent
+/// `&mut self` methods.
+macro_rules! serialised_handoff_store {
+    ($client:ty, $name:literal) => {
+        #[tonic::async_trait]
+        impl HandoffStore for tokio::sync::Mutex<$client> {
+            fn store_name(&self) -> &'static str {
+                $name
+            }
+            async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
+                self.lock().await.write(record).await
+            }
+            async fn pending(&self) -> Result<Vec<Pending>, HandoffError> {
+                self.lock().await.pending().await
+            }
+            async fn claim(
+                &self,
+                p: &Pending,
+                token: &str,
+                now_ms: i64,
+            ) -> Result<Option<Pending>, HandoffError> {
+                self.lock().await.claim(p, token, now_ms).await
+            }
+            async fn find_claim(
+                &self,
+                p: &Pending,
+                token: &str,
+            ) -> Result<Option<Pending>, HandoffError> {
+                self.lock().await.find_claim(p, token).await
+            }
+            async fn remove(&self, p: &Pending) -> Result<bool, HandoffError> {
+                self.lock().await.remove(p).await
+            }
+            async fn release(&self, claimed: &Pending) -> Result<(), HandoffError> {
+                self.lock().await.release(claimed).await
+            }
+        }
+    };
+}
+pub(crate) use serialised_handoff_store;
+
+/// The handoff records of one deployment's shared store, every call bounded. Cheap to clone.
 #[derive(Clone)]
 pub struct Handoffs {
-    inner: Arc<Inner>,
+    inner: Arc<dyn HandoffStore>,
 }
 
 impl std::fmt::Debug for Handoffs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match &*self.inner {
-            Inner::Filesystem(_) => "Handoffs(filesystem)",
-            Inner::Etcd(_) => "Handoffs(etcd)",
-            Inner::Kubernetes(_) => "Handoffs(kubernetes)",
-        })
+        write!(f, "Handoffs({})", self.inner.store_name())
     }
 }
 
@@ -169,71 +223,10 @@ async fn bounded<T>(
 }
 
 impl Handoffs {
-    /// The handoff store for `cluster`, used by `node_name`: the lease backends have one;
-    /// gossip and election off `None`.
-    pub fn for_cluster(
-        cluster: &ClusterConfig,
-        node_name: &str,
-        env: &crate::Environment,
-    ) -> Option<Self> {
-        let inner = match cluster.backend {
-            Backend::Filesystem => {
-                Inner::Filesystem(FilesystemHandoffs::new(cluster.filesystem.as_ref()?))
-            }
-            Backend::Etcd => {
-                let etcd = cluster.etcd.as_ref()?;
-                Inner::Etcd(Box::new(tokio::sync::Mutex::new(EtcdHandoffs::new(
-                    etcd,
-                    crate::store::etcd::EtcdCredentials::from_env(etcd, env),
-                ))))
-            }
-            Backend::Kubernetes => {
-                let k8s = cluster.kubernetes.as_ref()?;
-                let k8s_env = K8sEnv {
-                    service_host: env.get("KUBERNETES_SERVICE_HOST"),
-                    service_port: env.get("KUBERNETES_SERVICE_PORT"),
-                    ..K8sEnv::default()
-                };
-                Inner::Kubernetes(Box::new(tokio::sync::Mutex::new(KubernetesHandoffs::new(
-                    k8s, node_name, k8s_env,
-                ))))
-            }
-            _ => return None,
-        };
-        Some(Self {
-            inner: Arc::new(inner),
-        })
-    }
-
-    /// A filesystem handoff store (tests).
-    pub fn filesystem(config: &crate::config::cluster::FilesystemConfig) -> Self {
+    /// Handoffs over `store`.
+    pub fn new(store: impl HandoffStore) -> Self {
         Self {
-            inner: Arc::new(Inner::Filesystem(FilesystemHandoffs::new(config))),
-        }
-    }
-
-    /// An etcd handoff store (tests).
-    pub fn etcd(config: &crate::config::cluster::EtcdConfig) -> Self {
-        Self {
-            inner: Arc::new(Inner::Etcd(Box::new(tokio::sync::Mutex::new(
-                EtcdHandoffs::new(
-                    config,
-                    crate::store::etcd::EtcdCredentials::fixed(config, None),
-                ),
-            )))),
-        }
-    }
-
-    /// A Kubernetes handoff store (tests).
-    pub fn kubernetes(
-        config: &crate::config::cluster::KubernetesConfig,
-        node_name: &str,
-        env: K8sEnv,
-    ) -> Self {
-        Self {
-            inner: Arc::new(Inner::Kubernetes(Box::new(tokio::sync::Mutex::new(
-                KubernetesHandoffs::new(config, node_name, env),
-            )))),
+            inner: Arc::new(store),
         }
     }
 
@@ -241,11 +234,7 @@ impl Handoffs {
     /// [`WRITE_TIMEOUT`].
     pub async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
         bounded("handoff record write", WRITE_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.write(record).await,
-                Inner::Etcd(etcd) => etcd.lock().await.write(record).await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.write(record).await,
-            }
+            self.inner.write(record).await
         })
         .await
     }
@@ -253,11 +242,7 @@ impl Handoffs {
     /// Every record in the store. Unreadable records are skipped with a WARNING by the store.
     pub async fn pending(&self) -> Result<Vec<Pending>, HandoffError> {
         bounded("handoff record scan", SCAN_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.pending().await,
-                Inner::Etcd(etcd) => etcd.lock().await.pending().await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.pending().await,
-            }
+            self.inner.pending().await
         })
         .await
     }
@@ -273,11 +258,7 @@ impl Handoffs {
         now_ms: i64,
     ) -> Result<Option<Pending>, HandoffError> {
         bounded("handoff record claim", SCAN_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.claim(p, token).await,
-                Inner::Etcd(etcd) => etcd.lock().await.claim(p, token, now_ms).await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.claim(p, token, now_ms).await,
-            }
+            self.inner.claim(p, token, now_ms).await
         })
         .await
     }
@@ -289,11 +270,7 @@ impl Handoffs {
         token: &str,
     ) -> Result<Option<Pending>, HandoffError> {
         bounded("handoff claim check", SCAN_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.find_claim(p, token).await,
-                Inner::Etcd(etcd) => etcd.lock().await.find_claim(p, token).await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.find_claim(p, token).await,
-            }
+            self.inner.find_claim(p, token).await
         })
         .await
     }
@@ -302,11 +279,7 @@ impl Handoffs {
     /// removed it, `Ok(false)` when it was gone or had changed.
     pub async fn remove(&self, p: &Pending) -> Result<bool, HandoffError> {
         bounded("handoff record removal", SCAN_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.remove(p).await,
-                Inner::Etcd(etcd) => etcd.lock().await.remove(p).await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.remove(p).await,
-            }
+            self.inner.remove(p).await
         })
         .await
     }
@@ -315,11 +288,7 @@ impl Handoffs {
     /// unclaimed again for the next scan. Nothing happens when the claimed version has changed.
     pub async fn release(&self, claimed: &Pending) -> Result<(), HandoffError> {
         bounded("handoff claim release", WRITE_TIMEOUT, async {
-            match &*self.inner {
-                Inner::Filesystem(fs) => fs.release(claimed).await,
-                Inner::Etcd(etcd) => etcd.lock().await.release(claimed).await,
-                Inner::Kubernetes(k8s) => k8s.lock().await.release(claimed).await,
-            }
+            self.inner.release(claimed).await
         })
         .await
     }

@@ -14,6 +14,7 @@ use super::handoff_resume::{InFlight, scan_once};
 use crate::cluster::{ClusterView, Election, ManagedView};
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};
+use crate::store::etcd::handoff::EtcdHandoffs;
 
 /// A handoff record of `job` at `scheduled_at_ms`, written at `created_at_ms`.
 pub fn record(job: &str, scheduled_at_ms: i64, created_at_ms: i64) -> HandoffRecord {
@@ -165,8 +166,12 @@ pub async fn a_claim_whose_answer_was_lost_is_resumed(h: Handoffs) {
 /// scan is not claimed on the strength of the old version.
 pub async fn etcd_records_are_keys_claimed_once_by_mod_revision(etcd: &impl RealEtcd) {
     let config = etcd_config(vec![etcd.endpoint()], 6);
-    claims_exactly_once(Handoffs::etcd(&config), Handoffs::etcd(&config)).await;
-    let h = Handoffs::etcd(&config);
+    claims_exactly_once(
+        EtcdHandoffs::without_password(&config),
+        EtcdHandoffs::without_password(&config),
+    )
+    .await;
+    let h = EtcdHandoffs::without_password(&config);
     let left = h.pending().await.unwrap();
     assert_eq!(left[0].name, "cronstable/leader/handoff/report/2000");
     h.write(&record("report", 2_000, 99)).await.unwrap();
@@ -176,7 +181,7 @@ pub async fn etcd_records_are_keys_claimed_once_by_mod_revision(etcd: &impl Real
 
 /// On etcd: a claim whose answer was lost is resumed.
 pub async fn an_etcd_claim_whose_answer_was_lost_is_resumed(etcd: &impl RealEtcd) {
-    a_claim_whose_answer_was_lost_is_resumed(Handoffs::etcd(&etcd_config(
+    a_claim_whose_answer_was_lost_is_resumed(EtcdHandoffs::without_password(&etcd_config(
         vec![etcd.endpoint()],
         6,
     )))

@@ -6,11 +6,14 @@ use std::time::Duration;
 
 use cronstable_core::{FiringKind, JobSpec, Reason};
 
-use super::handoff::{Handoffs, RECORD_EXPIRY};
+use super::handoff::RECORD_EXPIRY;
 use super::handoff_conformance::{
     a_claim_whose_answer_was_lost_is_resumed, claims_exactly_once, leading_state, record,
 };
 use super::handoff_resume::{InFlight, scan_once};
+use crate::store::etcd::handoff::EtcdHandoffs;
+use crate::store::filesystem::handoff::FilesystemHandoffs;
+use crate::store::kubernetes::handoff::KubernetesHandoffs;
 
 use super::conformance::{etcd_config, fs_config};
 use crate::ledger::{Event, Record};
@@ -20,7 +23,11 @@ use crate::state::Instruction;
 async fn rty_04_filesystem_records_are_json_files_claimed_once() {
     let dir = tempfile::tempdir().unwrap();
     let config = fs_config(dir.path());
-    claims_exactly_once(Handoffs::filesystem(&config), Handoffs::filesystem(&config)).await;
+    claims_exactly_once(
+        FilesystemHandoffs::handoffs(&config),
+        FilesystemHandoffs::handoffs(&config),
+    )
+    .await;
     // The documented name and format.
     let file = dir.path().join("prod/cluster/handoff/report@2000.json");
     let body: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
@@ -45,7 +52,7 @@ async fn rty_05_an_unwritable_filesystem_store_fails_the_write_naming_the_path()
     let dir = tempfile::tempdir().unwrap();
     // The deployment's directory is a file, so the handoff directory cannot be made.
     std::fs::write(dir.path().join("prod"), "x").unwrap();
-    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let h = FilesystemHandoffs::handoffs(&fs_config(dir.path()));
     let e = h
         .write(&record("backup", 1, 1))
         .await
@@ -58,7 +65,7 @@ async fn rty_05_an_unwritable_filesystem_store_fails_the_write_naming_the_path()
 async fn rty_05_a_missing_store_directory_fails_the_write_and_is_never_created() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("mnt");
-    let h = Handoffs::filesystem(&fs_config(&missing));
+    let h = FilesystemHandoffs::handoffs(&fs_config(&missing));
     let e = h
         .write(&record("backup", 1, 1))
         .await
@@ -76,7 +83,8 @@ async fn rty_05_an_unreachable_etcd_fails_the_write_within_its_bound() {
         .local_addr()
         .unwrap()
         .port();
-    let h = Handoffs::etcd(&etcd_config(vec![format!("http://127.0.0.1:{port}")], 6));
+    let h =
+        EtcdHandoffs::without_password(&etcd_config(vec![format!("http://127.0.0.1:{port}")], 6));
     let took = tokio::time::Instant::now();
     assert!(h.write(&record("backup", 1, 1)).await.is_err());
     assert!(took.elapsed() <= super::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
@@ -85,7 +93,7 @@ async fn rty_05_an_unreachable_etcd_fails_the_write_within_its_bound() {
 #[tokio::test]
 async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_records() {
     let dir = tempfile::tempdir().unwrap();
-    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let h = FilesystemHandoffs::handoffs(&fs_config(dir.path()));
     let state = leading_state("n2");
     state
         .registry
@@ -145,7 +153,7 @@ async fn rty_04_the_holder_resumes_its_own_jobs_leaves_others_and_expires_old_re
 #[tokio::test]
 async fn rty_04_a_sequence_its_executor_never_acted_on_goes_back_to_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let h = FilesystemHandoffs::handoffs(&fs_config(dir.path()));
     let state = leading_state("n2");
     state
         .registry
@@ -207,7 +215,8 @@ async fn rty_04_a_sequence_its_executor_never_acted_on_goes_back_to_the_store() 
 #[tokio::test]
 async fn rty_04_a_filesystem_claim_whose_answer_was_lost_is_resumed() {
     let dir = tempfile::tempdir().unwrap();
-    a_claim_whose_answer_was_lost_is_resumed(Handoffs::filesystem(&fs_config(dir.path()))).await;
+    a_claim_whose_answer_was_lost_is_resumed(FilesystemHandoffs::handoffs(&fs_config(dir.path())))
+        .await;
 }
 
 /// Another claimer's claim is left alone (it may be resuming it right now); once the record is
@@ -216,7 +225,7 @@ async fn rty_04_a_filesystem_claim_whose_answer_was_lost_is_resumed() {
 #[tokio::test]
 async fn rty_04_another_claimers_record_is_left_alone_until_it_expires() {
     let dir = tempfile::tempdir().unwrap();
-    let h = Handoffs::filesystem(&fs_config(dir.path()));
+    let h = FilesystemHandoffs::handoffs(&fs_config(dir.path()));
     let state = leading_state("n2");
     state
         .registry
@@ -288,8 +297,8 @@ fn k8s_setup(
 async fn kubernetes_records_are_claimed_once(lib: crate::config::cluster::ClientLibrary) {
     let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), lib);
-    let a = Handoffs::kubernetes(&config, "n1", env.clone());
-    let b = Handoffs::kubernetes(&config, "n2", env);
+    let a = KubernetesHandoffs::handoffs(&config, "n1", env.clone());
+    let b = KubernetesHandoffs::handoffs(&config, "n2", env);
     claims_exactly_once(a.clone(), b).await;
     // The documented object and annotation, beside (not on) the election Lease.
     let object = fake.lease("jobs", "cronstable-leader-handoff").unwrap();
@@ -338,7 +347,8 @@ async fn rty_04_kubernetes_records_are_claimed_once_through_the_kube_library() {
 async fn rty_04_a_kubernetes_claim_whose_answer_was_lost_is_resumed() {
     let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), crate::config::cluster::ClientLibrary::Http);
-    a_claim_whose_answer_was_lost_is_resumed(Handoffs::kubernetes(&config, "n2", env)).await;
+    a_claim_whose_answer_was_lost_is_resumed(KubernetesHandoffs::handoffs(&config, "n2", env))
+        .await;
 }
 
 /// A write that races another writer (a 409 between the read and the write) reads again and
@@ -347,7 +357,7 @@ async fn rty_04_a_kubernetes_claim_whose_answer_was_lost_is_resumed() {
 async fn rty_05_kubernetes_writes_survive_a_race_and_fail_in_time_when_down() {
     let fake = crate::store::kubernetes::fake::FakeApiServer::start().await;
     let (_dir, config, env) = k8s_setup(&fake.url(), crate::config::cluster::ClientLibrary::Http);
-    let h = Handoffs::kubernetes(&config, "n1", env);
+    let h = KubernetesHandoffs::handoffs(&config, "n1", env);
     h.write(&record("backup", 1_000, 10)).await.unwrap();
     fake.race_next_get();
     h.write(&record("report", 2_000, 10)).await.unwrap();

@@ -37,9 +37,6 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::cluster::ClusterBackend;
-use crate::config::cluster::{Backend, ClusterConfig};
-
 /// How one lease backend is timed. The driver runs a round every `round_every`, gives each round
 /// at most `round_timeout`, and treats a won lease as valid for `duration` from the start of the
 /// round that won or renewed it (minus the 1 s margin).
@@ -131,50 +128,4 @@ pub trait LeaseStore: Send + 'static {
         job_set_id: &str,
         jobs: &BTreeSet<String>,
     ) -> impl Future<Output = Result<(), LeaseError>> + Send;
-}
-
-/// The lease backend for `cluster`, when its backend is one this build elects through
-/// (kubernetes, etcd, filesystem); `None` for the others. The etcd password's `fromEnvVar` and
-/// the Kubernetes in-cluster variables come from `env`, the environment the binary passed in.
-pub fn backend_for(
-    cluster: &ClusterConfig,
-    node_name: &str,
-    env: &crate::Environment,
-    reboot_store: Option<std::sync::Arc<reboot_store::RebootStore>>,
-) -> Option<Box<dyn ClusterBackend>> {
-    match cluster.backend {
-        Backend::Filesystem => {
-            let fs = cluster.filesystem.as_ref()?;
-            Some(Box::new(
-                driver::LeaseBackend::new(
-                    crate::store::filesystem::FilesystemStore::new(fs, node_name),
-                    node_name,
-                )
-                .with_reboot_store(reboot_store.clone()),
-            ))
-        }
-        Backend::Etcd => {
-            let etcd = cluster.etcd.as_ref()?;
-            Some(Box::new(
-                driver::LeaseBackend::new(
-                    crate::store::etcd::EtcdStore::from_env(etcd, node_name, env),
-                    node_name,
-                )
-                .with_reboot_store(reboot_store.clone()),
-            ))
-        }
-        Backend::Kubernetes => {
-            let k8s = cluster.kubernetes.as_ref()?;
-            let k8s_env = crate::store::kubernetes::api::K8sEnv {
-                service_host: env.get("KUBERNETES_SERVICE_HOST"),
-                service_port: env.get("KUBERNETES_SERVICE_PORT"),
-                ..crate::store::kubernetes::api::K8sEnv::default()
-            };
-            Some(Box::new(driver::LeaseBackend::new(
-                crate::store::kubernetes::KubernetesStore::new(k8s, node_name, k8s_env),
-                node_name,
-            )))
-        }
-        _ => None,
-    }
 }

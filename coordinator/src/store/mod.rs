@@ -7,3 +7,83 @@
 pub mod etcd;
 pub mod filesystem;
 pub mod kubernetes;
+
+use std::sync::Arc;
+
+use crate::cluster::ClusterBackend;
+use crate::config::cluster::{Backend, ClusterConfig};
+use crate::lease::driver::LeaseBackend;
+use crate::lease::handoff::Handoffs;
+use crate::lease::reboot_store::RebootStore;
+
+/// Everything the coordinator keeps in the shared store one cluster section names, built (not
+/// started) from one reading of its settings and credentials.
+pub struct Stores {
+    /// The lease election, as a cluster backend.
+    pub backend: Box<dyn ClusterBackend>,
+    /// The `@reboot` records' own client (etcd and filesystem; Kubernetes keeps them on the
+    /// Lease the election reads, so its driver rounds handle them).
+    pub reboot_store: Option<Arc<RebootStore>>,
+    /// The retry-handoff records (RTY-04).
+    pub handoffs: Handoffs,
+}
+
+/// The stores for `cluster` on `node_name`: the one place that matches on the store kind.
+/// `None` for a backend without a shared store (gossip), or a section whose store block is
+/// missing (validation refuses that). Credentials are read through one source per store: the
+/// etcd password's `fromEnvVar` and the Kubernetes in-cluster variables come from `env`, the
+/// environment the binary passed in, and every client of the store shares that source.
+pub fn for_cluster(
+    cluster: &ClusterConfig,
+    node_name: &str,
+    env: &crate::Environment,
+) -> Option<Stores> {
+    match cluster.backend {
+        Backend::Filesystem => {
+            let fs = cluster.filesystem.as_ref()?;
+            let reboot_store = RebootStore::filesystem(fs, node_name);
+            Some(Stores {
+                backend: Box::new(
+                    LeaseBackend::new(filesystem::FilesystemStore::new(fs, node_name), node_name)
+                        .with_reboot_store(Some(reboot_store.clone())),
+                ),
+                reboot_store: Some(reboot_store),
+                handoffs: filesystem::handoff::FilesystemHandoffs::handoffs(fs),
+            })
+        }
+        Backend::Etcd => {
+            let config = cluster.etcd.as_ref()?;
+            let credentials = etcd::EtcdCredentials::from_env(config, env);
+            let client =
+                || etcd::EtcdStore::with_credentials(config, node_name, credentials.clone());
+            let reboot_store = RebootStore::over_etcd(client());
+            Some(Stores {
+                backend: Box::new(
+                    LeaseBackend::new(client(), node_name)
+                        .with_reboot_store(Some(reboot_store.clone())),
+                ),
+                reboot_store: Some(reboot_store),
+                handoffs: etcd::handoff::EtcdHandoffs::handoffs(config, credentials.clone()),
+            })
+        }
+        Backend::Kubernetes => {
+            let config = cluster.kubernetes.as_ref()?;
+            let api_env = kubernetes::api::K8sEnv {
+                service_host: env.get("KUBERNETES_SERVICE_HOST"),
+                service_port: env.get("KUBERNETES_SERVICE_PORT"),
+                ..kubernetes::api::K8sEnv::default()
+            };
+            Some(Stores {
+                backend: Box::new(LeaseBackend::new(
+                    kubernetes::KubernetesStore::new(config, node_name, api_env.clone()),
+                    node_name,
+                )),
+                reboot_store: None,
+                handoffs: kubernetes::handoff::KubernetesHandoffs::handoffs(
+                    config, node_name, api_env,
+                ),
+            })
+        }
+        Backend::Gossip => None,
+    }
+}

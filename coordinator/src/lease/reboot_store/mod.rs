@@ -15,7 +15,7 @@
 //!
 //! Kubernetes keeps its records in an annotation of the election Lease itself, so a second
 //! writer there would make the holder's next renewal meet a 409; it stays on the driver's
-//! rounds (`RebootStore::for_cluster` gives `None`).
+//! rounds ([`crate::store::for_cluster`] builds none).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::{LeaseError, LeaseStore};
-use crate::config::cluster::{Backend, ClusterConfig, EtcdConfig, FilesystemConfig};
+use crate::config::cluster::{EtcdConfig, FilesystemConfig};
 use crate::store::etcd::EtcdStore;
 use crate::store::filesystem::FilesystemStore;
 
@@ -49,24 +49,9 @@ impl std::fmt::Debug for RebootStore {
 }
 
 impl RebootStore {
-    /// The store for `cluster`, when its backend keeps the records on a store this module can
-    /// open a second client to (etcd, filesystem). The etcd password comes from `env`, as for
-    /// the election.
-    pub fn for_cluster(
-        cluster: &ClusterConfig,
-        node_name: &str,
-        env: &crate::Environment,
-    ) -> Option<Arc<Self>> {
-        match cluster.backend {
-            Backend::Etcd => {
-                let etcd = cluster.etcd.as_ref()?;
-                Some(Self::over(Client::Etcd(Box::new(EtcdStore::from_env(
-                    etcd, node_name, env,
-                )))))
-            }
-            Backend::Filesystem => Some(Self::filesystem(cluster.filesystem.as_ref()?, node_name)),
-            _ => None,
-        }
+    /// On etcd, over `store` (a client of its own: see the module docs).
+    pub(crate) fn over_etcd(store: EtcdStore) -> Arc<Self> {
+        Self::over(Client::Etcd(Box::new(store)))
     }
 
     /// On etcd, with `password` resolved as for [`EtcdStore::new`].

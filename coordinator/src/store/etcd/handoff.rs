@@ -18,13 +18,15 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::{EtcdAccess, EtcdCredentials};
 use crate::config::cluster::EtcdConfig;
-use crate::lease::handoff::{HandoffError, HandoffRecord, Pending};
+use crate::lease::handoff::{
+    HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending, serialised_handoff_store,
+};
 
 /// The bound on one etcd request of the handoff client.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The handoff keys of one election.
-pub(crate) struct EtcdHandoffs {
+pub struct EtcdHandoffs {
     endpoints: Vec<String>,
     prefix: String,
     credentials: EtcdCredentials,
@@ -220,5 +222,20 @@ impl EtcdHandoffs {
         self.if_unchanged(&what, &claimed.name, claimed.revision, put)
             .await
             .map(|_| ())
+    }
+}
+
+// Calls on one client are serialised: it holds per-call state.
+serialised_handoff_store!(EtcdHandoffs, "etcd");
+
+impl EtcdHandoffs {
+    /// The bounded handoffs in the etcd `config` names, with `credentials`.
+    pub(crate) fn handoffs(config: &EtcdConfig, credentials: EtcdCredentials) -> Handoffs {
+        Handoffs::new(tokio::sync::Mutex::new(Self::new(config, credentials)))
+    }
+
+    /// The same with `config`'s TLS files and no password (tests).
+    pub fn without_password(config: &EtcdConfig) -> Handoffs {
+        Self::handoffs(config, EtcdCredentials::fixed(config, None))
     }
 }

@@ -238,7 +238,9 @@ impl EtcdStore {
         Self::with_credentials(config, node_name, EtcdCredentials::from_env(config, env))
     }
 
-    fn with_credentials(
+    /// A contender reading its password and TLS files through `credentials` (shared with the
+    /// store's other clients).
+    pub(crate) fn with_credentials(
         config: &EtcdConfig,
         node_name: &str,
         credentials: EtcdCredentials,
@@ -562,6 +564,6 @@ mod reboot;
 // etcd_cluster.rs`, so the coordinator's unit tests run without either.
 
 // Retry handoffs in etcd (RTY-04).
-pub(crate) mod handoff;
+pub mod handoff;
 // The run ledger in etcd (`state.store: etcd`).
 pub mod ledger;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::cluster::FilesystemConfig;
-use crate::lease::handoff::{HandoffError, HandoffRecord, Pending};
+use crate::lease::handoff::{HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending};
 
 /// What separates a record's file name from the claim token in a claimed file's name.
 const CLAIMED: &str = ".claimed-";
@@ -30,7 +30,7 @@ static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 /// The handoff directory of one deployment.
 #[derive(Debug)]
-pub(crate) struct FilesystemHandoffs {
+pub struct FilesystemHandoffs {
     /// `cluster.filesystem.path`: never created here (see [`super::probe`]).
     root: PathBuf,
     dir: PathBuf,
@@ -264,5 +264,42 @@ impl FilesystemHandoffs {
             }
         })
         .await
+    }
+}
+
+#[tonic::async_trait]
+impl HandoffStore for FilesystemHandoffs {
+    fn store_name(&self) -> &'static str {
+        "filesystem"
+    }
+    async fn write(&self, record: &HandoffRecord) -> Result<(), HandoffError> {
+        FilesystemHandoffs::write(self, record).await
+    }
+    async fn pending(&self) -> Result<Vec<Pending>, HandoffError> {
+        FilesystemHandoffs::pending(self).await
+    }
+    async fn claim(
+        &self,
+        p: &Pending,
+        token: &str,
+        _now_ms: i64,
+    ) -> Result<Option<Pending>, HandoffError> {
+        FilesystemHandoffs::claim(self, p, token).await
+    }
+    async fn find_claim(&self, p: &Pending, token: &str) -> Result<Option<Pending>, HandoffError> {
+        FilesystemHandoffs::find_claim(self, p, token).await
+    }
+    async fn remove(&self, p: &Pending) -> Result<bool, HandoffError> {
+        FilesystemHandoffs::remove(self, p).await
+    }
+    async fn release(&self, claimed: &Pending) -> Result<(), HandoffError> {
+        FilesystemHandoffs::release(self, claimed).await
+    }
+}
+
+impl FilesystemHandoffs {
+    /// The bounded handoffs of the shared directory `config` names.
+    pub fn handoffs(config: &FilesystemConfig) -> Handoffs {
+        Handoffs::new(Self::new(config))
     }
 }

@@ -414,7 +414,7 @@ impl LeaseStore for FilesystemStore {
 mod tests;
 
 // Retry handoffs in the shared directory (RTY-04).
-pub(crate) mod handoff;
+pub mod handoff;
 // Whether the shared directory is what it claims to be (mounted, shared, writable).
 pub mod probe;
 // The `@reboot` "already ran" records in the shared directory.

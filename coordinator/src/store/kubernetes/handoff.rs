@@ -22,7 +22,9 @@ use serde_json::{Map, Value, json};
 
 use super::{Call, KubernetesStore};
 use crate::config::cluster::KubernetesConfig;
-use crate::lease::handoff::{HandoffError, HandoffRecord, Pending};
+use crate::lease::handoff::{
+    HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending, serialised_handoff_store,
+};
 use crate::store::kubernetes::api::K8sEnv;
 
 /// The annotation holding the records.
@@ -35,7 +37,7 @@ pub const MAX_BYTES: usize = 200 * 1024;
 const ATTEMPTS: usize = 4;
 
 /// The handoff records of one election, through their own apiserver client.
-pub(crate) struct KubernetesHandoffs {
+pub struct KubernetesHandoffs {
     store: KubernetesStore,
     connected: bool,
 }
@@ -270,5 +272,15 @@ impl KubernetesHandoffs {
             Ok((true, ()))
         })
         .await
+    }
+}
+
+// Calls on one client are serialised: it holds per-call state.
+serialised_handoff_store!(KubernetesHandoffs, "kubernetes");
+
+impl KubernetesHandoffs {
+    /// The bounded handoffs on the Lease `config` names, for `node_name`.
+    pub fn handoffs(config: &KubernetesConfig, node_name: &str, env: K8sEnv) -> Handoffs {
+        Handoffs::new(tokio::sync::Mutex::new(Self::new(config, node_name, env)))
     }
 }

@@ -209,7 +209,8 @@ async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
         kubernetes: Some(kube(path)),
         ..ClusterConfig::default()
     };
-    let backend = crate::lease::backend_for(&cluster, "a", &crate::Environment::default(), None)
+    let backend = crate::store::for_cluster(&cluster, "a", &crate::Environment::default())
+        .map(|s| s.backend)
         .expect("kubernetes is built in");
     assert_eq!(backend.name(), "kubernetes");
     let (tx, mut rx) = tokio::sync::watch::channel(ClusterView::election_off("a"));
