@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{LeaseStore, LeaseTiming, driver};
+use super::{LeaseStore, LeaseTiming, RebootRanStore, driver};
 use crate::cluster::ClusterView;
 use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
 
@@ -27,7 +27,7 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
 /// How a store under test is made and broken.
 pub trait Harness {
     /// The store's client type.
-    type Store: LeaseStore;
+    type Store: LeaseStore + RebootRanStore;
     /// A new contender (one "process") for node `name`.
     fn contender(&self, name: &str) -> Self::Store;
     /// Makes the store unreachable for every contender.

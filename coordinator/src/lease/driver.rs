@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::reboot_store::RebootStore;
-use super::{LeaseError, LeaseObservation, LeaseStore, SAFETY_MARGIN};
+use super::{LeaseError, LeaseObservation, LeaseStore, RebootRanStore, SAFETY_MARGIN};
 use crate::cluster::{
     BackendContext, ClusterBackend, ClusterView, Election, LeaseGate, ManagedView,
 };
@@ -40,13 +40,13 @@ use crate::status::{ClusterStatus, LeaseStatus};
 pub const FOLLOWER_ROUND: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// A [`ClusterBackend`] that elects through a [`LeaseStore`].
-pub struct LeaseBackend<S: LeaseStore> {
+pub struct LeaseBackend<S: LeaseStore + RebootRanStore> {
     store: S,
     node_name: String,
     reboot_store: Option<Arc<RebootStore>>,
 }
 
-impl<S: LeaseStore> LeaseBackend<S> {
+impl<S: LeaseStore + RebootRanStore> LeaseBackend<S> {
     /// A backend for the node `node_name` electing through `store`.
     pub fn new(store: S, node_name: impl Into<String>) -> Self {
         Self {
@@ -64,7 +64,7 @@ impl<S: LeaseStore> LeaseBackend<S> {
     }
 }
 
-impl<S: LeaseStore> ClusterBackend for LeaseBackend<S> {
+impl<S: LeaseStore + RebootRanStore> ClusterBackend for LeaseBackend<S> {
     fn name(&self) -> &'static str {
         self.store.backend_name()
     }
@@ -247,7 +247,7 @@ fn log_transitions(before: (bool, bool), after: (bool, bool), view: &ClusterView
     }
 }
 
-async fn drive<S: LeaseStore>(
+async fn drive<S: LeaseStore + RebootRanStore>(
     mut store: S,
     reboot_store: Option<Arc<RebootStore>>,
     me: String,
@@ -428,19 +428,16 @@ trait RecordsClient {
 /// The election's own store, for the records.
 struct ViaLease<'a, S>(&'a mut S);
 
-impl<S: LeaseStore> RecordsClient for ViaLease<'_, S> {
-    fn read(
-        &mut self,
-        job_set_id: &str,
-    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send {
-        self.0.read_reboot_ran(job_set_id)
+impl<S: RebootRanStore> RecordsClient for ViaLease<'_, S> {
+    async fn read(&mut self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
+        self.0.read_reboot_ran(job_set_id).await
     }
-    fn record(
+    async fn record(
         &mut self,
         job_set_id: &str,
         jobs: &BTreeSet<String>,
-    ) -> impl Future<Output = Result<(), LeaseError>> + Send {
-        self.0.record_reboot_ran(job_set_id, jobs)
+    ) -> Result<(), LeaseError> {
+        self.0.record_reboot_ran(job_set_id, jobs).await
     }
 }
 
@@ -486,7 +483,7 @@ async fn records_step(
 /// Drives a store directly: for the conformance suite and tests, which watch the view without a
 /// whole coordinator around it.
 pub fn spawn(
-    store: impl LeaseStore,
+    store: impl LeaseStore + RebootRanStore,
     node_name: &str,
 ) -> (
     tokio::sync::watch::Receiver<ClusterView>,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, SAFETY_MARGIN};
+use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, RebootRanStore, SAFETY_MARGIN};
 
 /// The shared in-memory store.
 #[derive(Debug, Clone, Default)]
@@ -196,6 +196,31 @@ impl LeaseStore for MemoryStore {
         }
     }
 
+    async fn release(&mut self) -> Result<(), LeaseError> {
+        // The guard is dropped before any await: the future must stay Send.
+        let answer = {
+            let me = self.me();
+            let mut inner = self.server.lock();
+            if inner.wedged {
+                None
+            } else if inner.down {
+                Some(Err(LeaseError::Store("memory store is down".into())))
+            } else {
+                if inner.holder.as_ref().is_some_and(|(h, _)| *h == me) {
+                    inner.holder = None;
+                }
+                Some(Ok(()))
+            }
+        };
+        match answer {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl RebootRanStore for MemoryStore {
     async fn read_reboot_ran(
         &mut self,
         job_set_id: &str,
@@ -236,28 +261,6 @@ impl LeaseStore for MemoryStore {
                 inner
                     .reboot_ran
                     .extend(jobs.iter().map(|job| (job_set_id.to_owned(), job.clone())));
-                Some(Ok(()))
-            }
-        };
-        match answer {
-            Some(r) => r,
-            None => std::future::pending().await,
-        }
-    }
-
-    async fn release(&mut self) -> Result<(), LeaseError> {
-        // The guard is dropped before any await: the future must stay Send.
-        let answer = {
-            let me = self.me();
-            let mut inner = self.server.lock();
-            if inner.wedged {
-                None
-            } else if inner.down {
-                Some(Err(LeaseError::Store("memory store is down".into())))
-            } else {
-                if inner.holder.as_ref().is_some_and(|(h, _)| *h == me) {
-                    inner.holder = None;
-                }
                 Some(Ok(()))
             }
         };

@@ -113,19 +113,24 @@ pub trait LeaseStore: Send + 'static {
 
     /// Gives up the lease if this node holds it, so another node can take over at once.
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
+}
 
+/// The `@reboot` "already ran" records a store keeps beside its lease (RBT-21): the aspect's
+/// narrow seam, apart from the election. The lease driver reads and writes them after its
+/// rounds ([`reboot_records`]); etcd and filesystem also get a second client of their own for
+/// the gate's write-before-RUN ([`reboot_store`]). Every store passes
+/// [`conformance`]'s records checks.
+#[tonic::async_trait]
+pub trait RebootRanStore: Send + 'static {
     /// The deferred `@reboot` one-shots recorded in the store as already ran under
-    /// `job_set_id` (RBT-21). Records of other job sets are not returned.
-    fn read_reboot_ran(
-        &mut self,
-        job_set_id: &str,
-    ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send;
+    /// `job_set_id`. Records of other job sets are not returned.
+    async fn read_reboot_ran(&mut self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError>;
 
     /// Adds `jobs` to the store's "already ran" record under `job_set_id`, keeping what other
-    /// nodes recorded (RBT-21). The records carry no lease: they outlive the holder.
-    fn record_reboot_ran(
+    /// nodes recorded. The records carry no lease: they outlive the holder.
+    async fn record_reboot_ran(
         &mut self,
         job_set_id: &str,
         jobs: &BTreeSet<String>,
-    ) -> impl Future<Output = Result<(), LeaseError>> + Send;
+    ) -> Result<(), LeaseError>;
 }

@@ -41,7 +41,7 @@ pub fn for_cluster(
     match cluster.backend {
         Backend::Filesystem => {
             let fs = cluster.filesystem.as_ref()?;
-            let reboot_store = RebootStore::filesystem(fs, node_name);
+            let reboot_store = RebootStore::over(filesystem::FilesystemStore::new(fs, node_name));
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(filesystem::FilesystemStore::new(fs, node_name), node_name)
@@ -56,7 +56,7 @@ pub fn for_cluster(
             let credentials = etcd::EtcdCredentials::from_env(config, env);
             let client =
                 || etcd::EtcdStore::with_credentials(config, node_name, credentials.clone());
-            let reboot_store = RebootStore::over_etcd(client());
+            let reboot_store = RebootStore::over(client());
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(client(), node_name)

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use cronstable_coordinator::lease::handoff_conformance as handoff;
 use cronstable_coordinator::lease::reboot_store::RebootStore;
+use cronstable_coordinator::store::etcd::EtcdStore;
 use cronstable_tests::etcd::{Etcd, etcd_config};
 
 use crate::etcd_ledger::Real;
@@ -23,7 +24,11 @@ async fn rty_04_an_etcd_claim_whose_answer_was_lost_is_resumed() {
 #[tokio::test]
 async fn rbt_21_etcd_records_round_trip_on_their_own_client() {
     let etcd = Etcd::start();
-    let store = RebootStore::etcd(&etcd_config(vec![etcd.endpoint()], 6), "a", None);
+    let store = RebootStore::over(EtcdStore::new(
+        &etcd_config(vec![etcd.endpoint()], 6),
+        "a",
+        None,
+    ));
     let jobs = BTreeSet::from(["migrate".to_owned()]);
     store.record("set-1", &jobs).await.unwrap();
     assert_eq!(store.read("set-1").await.unwrap(), jobs);

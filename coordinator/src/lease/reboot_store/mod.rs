@@ -23,23 +23,15 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use super::{LeaseError, LeaseStore};
-use crate::config::cluster::{EtcdConfig, FilesystemConfig};
-use crate::store::etcd::EtcdStore;
-use crate::store::filesystem::FilesystemStore;
+use super::{LeaseError, RebootRanStore};
 
 /// The bound on one read or write of the records.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
-enum Client {
-    Etcd(Box<EtcdStore>),
-    Filesystem(Box<FilesystemStore>),
-}
-
 /// The records' own store client. Calls are serialised: they are rare (a round's write, a
 /// read-back, one write per Leader one-shot) and a store client holds per-call state.
 pub struct RebootStore {
-    client: Mutex<Client>,
+    client: Mutex<Box<dyn RebootRanStore>>,
 }
 
 impl std::fmt::Debug for RebootStore {
@@ -49,42 +41,17 @@ impl std::fmt::Debug for RebootStore {
 }
 
 impl RebootStore {
-    /// On etcd, over `store` (a client of its own: see the module docs).
-    pub(crate) fn over_etcd(store: EtcdStore) -> Arc<Self> {
-        Self::over(Client::Etcd(Box::new(store)))
-    }
-
-    /// On etcd, with `password` resolved as for [`EtcdStore::new`].
-    pub fn etcd(
-        config: &EtcdConfig,
-        node_name: &str,
-        password: Option<Result<String, String>>,
-    ) -> Arc<Self> {
-        Self::over(Client::Etcd(Box::new(EtcdStore::new(
-            config, node_name, password,
-        ))))
-    }
-
-    /// On a filesystem store.
-    pub fn filesystem(config: &FilesystemConfig, node_name: &str) -> Arc<Self> {
-        Self::over(Client::Filesystem(Box::new(FilesystemStore::new(
-            config, node_name,
-        ))))
-    }
-
-    fn over(client: Client) -> Arc<Self> {
+    /// The records over `store`, a client of their own (see the module docs).
+    pub fn over(store: impl RebootRanStore) -> Arc<Self> {
         Arc::new(Self {
-            client: Mutex::new(client),
+            client: Mutex::new(Box::new(store)),
         })
     }
 
     /// The jobs recorded under `job_set_id`.
     pub async fn read(&self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
         bounded("reading the @reboot records", async {
-            match &mut *self.client.lock().await {
-                Client::Etcd(s) => s.read_reboot_ran(job_set_id).await,
-                Client::Filesystem(s) => s.read_reboot_ran(job_set_id).await,
-            }
+            self.client.lock().await.read_reboot_ran(job_set_id).await
         })
         .await
     }
@@ -96,10 +63,11 @@ impl RebootStore {
         jobs: &BTreeSet<String>,
     ) -> Result<(), LeaseError> {
         bounded("recording @reboot runs", async {
-            match &mut *self.client.lock().await {
-                Client::Etcd(s) => s.record_reboot_ran(job_set_id, jobs).await,
-                Client::Filesystem(s) => s.record_reboot_ran(job_set_id, jobs).await,
-            }
+            self.client
+                .lock()
+                .await
+                .record_reboot_ran(job_set_id, jobs)
+                .await
         })
         .await
     }

@@ -11,6 +11,8 @@ use super::{CALL_TIMEOUT, RebootStore};
 use crate::cluster::{ClusterView, Election, ManagedView};
 use crate::lease::conformance::{etcd_config, fs_config};
 use crate::state::CoordinatorState;
+use crate::store::etcd::EtcdStore;
+use crate::store::filesystem::FilesystemStore;
 
 fn jobs(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
@@ -46,7 +48,7 @@ fn state_with(store: std::sync::Arc<RebootStore>) -> (CoordinatorState, String) 
 #[tokio::test]
 async fn rbt_21_filesystem_records_round_trip_on_their_own_client() {
     let dir = tempfile::tempdir().unwrap();
-    let store = RebootStore::filesystem(&fs_config(dir.path()), "a");
+    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
     // A store mount that is not there is an error, not "nothing ran" (RBT-22).
     assert!(store.read("set-1").await.is_err());
     // The lease store creates the deployment directory; `cluster/` may not exist yet.
@@ -62,7 +64,7 @@ async fn rbt_21_filesystem_records_round_trip_on_their_own_client() {
 #[tokio::test]
 async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     let dir = tempfile::tempdir().unwrap();
-    let store = RebootStore::filesystem(&fs_config(dir.path()), "a");
+    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
     let (state, id) = state_with(store.clone());
     // The stream cannot be written: a directory stands where the file goes.
     let stream = dir.path().join("prod/cluster/reboot-ran");
@@ -109,11 +111,11 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
         .local_addr()
         .unwrap()
         .port();
-    let store = RebootStore::etcd(
+    let store = RebootStore::over(EtcdStore::new(
         &etcd_config(vec![format!("http://127.0.0.1:{port}")], 6),
         "a",
         None,
-    );
+    ));
     let (state, _) = state_with(store);
     let started = tokio::time::Instant::now();
     let held = state

@@ -17,7 +17,8 @@ use std::collections::BTreeSet;
 
 use etcd_client::{DeleteOptions, GetOptions};
 
-use super::{EtcdStore, LeaseError};
+use super::EtcdStore;
+use crate::lease::{LeaseError, RebootRanStore};
 
 /// The most record keys kept across all job sets.
 pub(super) const MAX_KEYS: usize = 512;
@@ -26,12 +27,12 @@ impl EtcdStore {
     fn reboot_prefix(&self) -> String {
         format!("{}/reboot-ran/", self.election_name)
     }
+}
 
+#[tonic::async_trait]
+impl RebootRanStore for EtcdStore {
     /// The jobs recorded under `job_set_id`.
-    pub(super) async fn reboot_ran_read(
-        &mut self,
-        job_set_id: &str,
-    ) -> Result<BTreeSet<String>, LeaseError> {
+    async fn read_reboot_ran(&mut self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
         let prefix = format!("{}{job_set_id}/", self.reboot_prefix());
         let mut client = self.client().await?;
         let answer = self
@@ -55,7 +56,7 @@ impl EtcdStore {
 
     /// Puts one key per job under `job_set_id`, then prunes other job sets' keys past
     /// [`MAX_KEYS`].
-    pub(super) async fn reboot_ran_record(
+    async fn record_reboot_ran(
         &mut self,
         job_set_id: &str,
         jobs: &BTreeSet<String>,

@@ -43,7 +43,9 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::config::cluster::{FilesystemConfig, Topology};
-use crate::lease::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, SAFETY_MARGIN};
+use crate::lease::{
+    LeaseError, LeaseObservation, LeaseStore, LeaseTiming, RebootRanStore, SAFETY_MARGIN,
+};
 use probe::ProbeError;
 
 /// The lease file's contents.
@@ -360,6 +362,28 @@ impl LeaseStore for FilesystemStore {
         Ok(self.observation(&lease, held))
     }
 
+    async fn release(&mut self) -> Result<(), LeaseError> {
+        let (file, me) = (self.file.clone(), self.holder.clone());
+        self.blocking(move || {
+            let _guard = lock(&file)?;
+            match read(&file)? {
+                Some(l) if l.holder.as_deref() == Some(me.as_str()) => write(
+                    &file,
+                    &LeaseFile {
+                        holder: None,
+                        fence: l.fence,
+                        expiry_ms: 0,
+                    },
+                ),
+                _ => Ok(()),
+            }
+        })
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl RebootRanStore for FilesystemStore {
     async fn read_reboot_ran(
         &mut self,
         job_set_id: &str,
@@ -386,25 +410,6 @@ impl LeaseStore for FilesystemStore {
                 ));
             }
             reboot::append_jobs(&stream, &id, &jobs)
-        })
-        .await
-    }
-
-    async fn release(&mut self) -> Result<(), LeaseError> {
-        let (file, me) = (self.file.clone(), self.holder.clone());
-        self.blocking(move || {
-            let _guard = lock(&file)?;
-            match read(&file)? {
-                Some(l) if l.holder.as_deref() == Some(me.as_str()) => write(
-                    &file,
-                    &LeaseFile {
-                        holder: None,
-                        fence: l.fence,
-                        expiry_ms: 0,
-                    },
-                ),
-                _ => Ok(()),
-            }
         })
         .await
     }

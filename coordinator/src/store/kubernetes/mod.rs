@@ -503,21 +503,6 @@ impl LeaseStore for KubernetesStore {
         self.round().await
     }
 
-    async fn read_reboot_ran(
-        &mut self,
-        job_set_id: &str,
-    ) -> Result<std::collections::BTreeSet<String>, LeaseError> {
-        self.reboot_ran_read(job_set_id).await
-    }
-
-    async fn record_reboot_ran(
-        &mut self,
-        job_set_id: &str,
-        jobs: &std::collections::BTreeSet<String>,
-    ) -> Result<(), LeaseError> {
-        self.reboot_ran_record(job_set_id, jobs).await
-    }
-
     async fn release(&mut self) -> Result<(), LeaseError> {
         if !self.may_hold || self.api.is_none() {
             return Ok(());

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Call, KubernetesStore};
-use crate::lease::LeaseError;
+use crate::lease::{LeaseError, RebootRanStore};
 
 /// The annotation holding the records.
 pub const ANNOTATION: &str = "cronstable.io/reboot-ran";
@@ -75,12 +75,10 @@ fn merged(
     records
 }
 
-impl KubernetesStore {
+#[tonic::async_trait]
+impl RebootRanStore for KubernetesStore {
     /// The jobs recorded under `job_set_id` (no Lease yet: none).
-    pub(super) async fn reboot_ran_read(
-        &mut self,
-        job_set_id: &str,
-    ) -> Result<BTreeSet<String>, LeaseError> {
+    async fn read_reboot_ran(&mut self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
         let (status, lease) = self.send(Call::Get).await?;
         match status {
             StatusCode::OK => Ok(jobs_on(&lease, job_set_id)),
@@ -90,7 +88,7 @@ impl KubernetesStore {
     }
 
     /// Adds `jobs` under `job_set_id` to the annotation, retrying lost write races.
-    pub(super) async fn reboot_ran_record(
+    async fn record_reboot_ran(
         &mut self,
         job_set_id: &str,
         jobs: &BTreeSet<String>,
