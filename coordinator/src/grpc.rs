@@ -19,7 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::clock::now_ms;
 use crate::executors::{HeldByOther, Instance, is_config_executor};
 use crate::jobs::RegisterError;
-use crate::ledger::{Event, Record};
+use crate::ledger::{Event, Record, RunEnd};
 use crate::state::{CoordinatorState, Instruction, ManualStartError};
 
 /// The most firings one `ShouldRunBatch` call may carry.
@@ -270,7 +270,7 @@ impl Executor for ExecutorService {
                 at_ms: s.started_at_ms,
                 pid: s.pid,
             },
-            Some(pb::report_run_request::Event::Finished(f)) => Event::Finished {
+            Some(pb::report_run_request::Event::Finished(f)) => Event::Finished(RunEnd {
                 started_at_ms: f.started_at_ms,
                 finished_at_ms: f.finished_at_ms,
                 duration_ms: f.duration_ms,
@@ -278,7 +278,7 @@ impl Executor for ExecutorService {
                 signal: f.signal,
                 timed_out: f.timed_out,
                 output_tail: f.output_tail,
-            },
+            }),
             // A reason this coordinator does not know (a newer executor) is kept as unknown
             // rather than refused, so mixed versions lose no records.
             Some(pb::report_run_request::Event::Skipped(s)) => Event::Skipped {
@@ -477,13 +477,13 @@ fn instruction_to_wire(i: Instruction) -> pb::Instruction {
 fn log_report(job: &str, scheduled_at_ms: i64, event: &Event) {
     match event {
         Event::Started { pid, .. } => tracing::info!(job, scheduled_at_ms, pid, "run started"),
-        Event::Finished {
+        Event::Finished(RunEnd {
             exit_code,
             signal,
             timed_out,
             duration_ms,
             ..
-        } => tracing::info!(
+        }) => tracing::info!(
             job,
             scheduled_at_ms,
             exit_code = ?exit_code,

@@ -19,8 +19,8 @@
 //! - [`store`]: one folder per shared store (etcd, filesystem, Kubernetes), each implementing
 //!   every aspect kept in it and owning its connection, credentials, fake and tests.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
-//! - [`ledger`]: per-job records of decisions and runs; [`ledger_file`] keeps them on disk
-//!   ([`store::etcd::ledger`] in etcd).
+//! - [`ledger`]: per-job records of decisions and runs, their one record format
+//!   ([`ledger::codec`]); [`ledger::file`] keeps them on disk ([`store::etcd::ledger`] in etcd).
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share.
@@ -44,7 +44,6 @@ pub mod grpc;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
-pub mod ledger_file;
 pub mod listeners;
 pub mod metrics;
 pub mod next_fire;
@@ -138,7 +137,7 @@ pub enum RunError {
     Web(#[source] std::io::Error),
     /// `state.path` could not be read or written.
     #[error(transparent)]
-    State(ledger_file::LedgerFileError),
+    State(ledger::file::LedgerFileError),
     /// `state.store: etcd` cannot be used (its TLS files or password do not work).
     #[error(transparent)]
     StateEtcd(store::etcd::ledger::LedgerEtcdError),
@@ -188,7 +187,7 @@ pub async fn run(
         .with_reboot_store(manager.reboot_store.clone())
         .reloadable();
     if let Some(dir) = &config.state.path {
-        ledger_file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
+        ledger::file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
     }
     if config.state.store == config::StateStore::Etcd
         && let Some(etcd) = config.cluster.as_ref().and_then(|c| c.etcd.as_ref())

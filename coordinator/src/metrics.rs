@@ -24,7 +24,7 @@ use prometheus::{
 };
 use serde_json::Value;
 
-use crate::ledger::{Event, Record};
+use crate::ledger::{Event, Record, RunEnd};
 
 /// Every peer status the gossip backend reports; each gets a `cronstable_cluster_peers`
 /// series, zero when no peer has it, so an alert on one status never sees a missing series.
@@ -287,13 +287,13 @@ impl Metrics {
                     m.missed.with_label_values(&[job]).inc();
                 }
             }
-            Event::Finished {
+            Event::Finished(RunEnd {
                 duration_ms,
                 exit_code,
                 signal,
                 timed_out,
                 ..
-            } => {
+            }) => {
                 let result = if *timed_out {
                     "timeout"
                 } else if signal.is_some() {
@@ -479,7 +479,7 @@ mod tests {
             (None, Some(9), false),
             (None, Some(9), true),
         ] {
-            m.observe(&record(Event::Finished {
+            m.observe(&record(Event::Finished(RunEnd {
                 started_at_ms: 0,
                 finished_at_ms: 2000,
                 duration_ms: 2000,
@@ -487,7 +487,7 @@ mod tests {
                 signal,
                 timed_out,
                 output_tail: String::new(),
-            }));
+            })));
         }
         m.leader_transition();
         m.quorum_transition();
@@ -518,7 +518,7 @@ mod tests {
         let m = Metrics::new();
         let off = json!({"enabled": false});
         let finished = || {
-            record(Event::Finished {
+            record(Event::Finished(RunEnd {
                 started_at_ms: 0,
                 finished_at_ms: 0,
                 duration_ms: 200,
@@ -526,7 +526,7 @@ mod tests {
                 signal: None,
                 timed_out: false,
                 output_tail: String::new(),
-            })
+            }))
         };
         m.observe(&finished());
         let first = m.render(&off);

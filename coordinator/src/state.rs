@@ -502,31 +502,22 @@ impl CoordinatorState {
 
 /// The `job_failure` event for a finished run that did not succeed.
 fn failure_payload(record: &Record) -> Option<serde_json::Value> {
-    let Event::Finished {
-        started_at_ms,
-        finished_at_ms,
-        duration_ms,
-        exit_code,
-        signal,
-        timed_out,
-        output_tail,
-    } = &record.event
-    else {
+    let Event::Finished(end) = &record.event else {
         return None;
     };
-    if *exit_code == Some(0) && !timed_out {
+    if end.succeeded() {
         return None;
     }
     let iso = |ms: i64| {
         chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms)
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
     };
-    let how = if *timed_out {
+    let how = if end.timed_out {
         "timed out".to_owned()
-    } else if let Some(sig) = signal {
+    } else if let Some(sig) = end.signal {
         format!("was killed by signal {sig}")
     } else {
-        format!("exited {}", exit_code.unwrap_or(-1))
+        format!("exited {}", end.exit_code.unwrap_or(-1))
     };
     Some(serde_json::json!({
         "event": "job_failure",
@@ -534,13 +525,13 @@ fn failure_payload(record: &Record) -> Option<serde_json::Value> {
         "job": record.job,
         "scheduled_at": iso(record.scheduled_at_ms),
         "attempt": record.attempt,
-        "started_at": iso(*started_at_ms),
-        "finished_at": iso(*finished_at_ms),
-        "duration_ms": duration_ms,
-        "exit_code": exit_code,
-        "signal": signal,
-        "timed_out": timed_out,
-        "output_tail": output_tail,
+        "started_at": iso(end.started_at_ms),
+        "finished_at": iso(end.finished_at_ms),
+        "duration_ms": end.duration_ms,
+        "exit_code": end.exit_code,
+        "signal": end.signal,
+        "timed_out": end.timed_out,
+        "output_tail": end.output_tail,
         "message": format!("job {} on {} {how}", record.job, record.node),
     }))
 }

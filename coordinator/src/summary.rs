@@ -87,19 +87,13 @@ fn run_state(
 ) -> (bool, Option<LastRun>) {
     let status = RunStatus::of(records);
     let last = status.last_finished.and_then(|r| match &r.event {
-        Event::Finished {
-            finished_at_ms,
-            exit_code,
-            timed_out,
-            duration_ms,
-            ..
-        } => Some(LastRun {
-            finished_at: DateTime::<Utc>::from_timestamp_millis(*finished_at_ms)
+        Event::Finished(end) => Some(LastRun {
+            finished_at: DateTime::<Utc>::from_timestamp_millis(end.finished_at_ms)
                 .map(rfc3339)
                 .unwrap_or_default(),
-            exit_code: *exit_code,
-            succeeded: *exit_code == Some(0) && !timed_out,
-            duration_ms: *duration_ms,
+            exit_code: end.exit_code,
+            succeeded: end.succeeded(),
+            duration_ms: end.duration_ms,
         }),
         _ => None,
     });

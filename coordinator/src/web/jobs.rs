@@ -29,7 +29,7 @@ use super::{ApiError, WebState};
 use crate::clock::now_ms;
 use crate::cluster::Election;
 use crate::jobs::JobSet;
-use crate::ledger::{Event, Outcome, Record, RunStatus, explain};
+use crate::ledger::{Event, Outcome, Record, RunEnd, RunStatus, explain};
 
 /// The most nominal instants one `/firings` answer explains.
 const MAX_FIRINGS: usize = 500;
@@ -245,7 +245,7 @@ pub(super) async fn firings(
             let run = recs
                 .iter()
                 .rev()
-                .find(|r| matches!(r.event, Event::Finished { .. }))
+                .find(|r| matches!(r.event, Event::Finished(RunEnd { .. })))
                 .map(|r| record_json(r));
             json!({
                 "scheduledAt": rfc3339(t),
@@ -260,7 +260,7 @@ pub(super) async fn firings(
     let other_runs: Vec<Value> = records
         .iter()
         .filter(|r| matches!(r.kind, FiringKind::Manual | FiringKind::Reboot))
-        .filter(|r| matches!(r.event, Event::Finished { .. }))
+        .filter(|r| matches!(r.event, Event::Finished(RunEnd { .. })))
         .filter(|r| (from..=to).contains(&r.recorded_at_ms))
         .map(record_json)
         .collect();

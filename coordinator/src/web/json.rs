@@ -62,25 +62,17 @@ impl Serialize for RecordJson<'_> {
                 m.serialize_entry("startedAt", &rfc3339(*at_ms))?;
                 m.serialize_entry("pid", pid)?;
             }
-            Event::Finished {
-                started_at_ms,
-                finished_at_ms,
-                duration_ms,
-                exit_code,
-                signal,
-                timed_out,
-                output_tail,
-            } => {
+            Event::Finished(end) => {
                 m.serialize_entry("event", "finished")?;
-                m.serialize_entry("startedAt", &rfc3339(*started_at_ms))?;
-                m.serialize_entry("finishedAt", &rfc3339(*finished_at_ms))?;
-                m.serialize_entry("durationMs", duration_ms)?;
-                m.serialize_entry("exitCode", exit_code)?;
-                m.serialize_entry("signal", signal)?;
-                m.serialize_entry("timedOut", timed_out)?;
-                m.serialize_entry("succeeded", &(*exit_code == Some(0) && !timed_out))?;
+                m.serialize_entry("startedAt", &rfc3339(end.started_at_ms))?;
+                m.serialize_entry("finishedAt", &rfc3339(end.finished_at_ms))?;
+                m.serialize_entry("durationMs", &end.duration_ms)?;
+                m.serialize_entry("exitCode", &end.exit_code)?;
+                m.serialize_entry("signal", &end.signal)?;
+                m.serialize_entry("timedOut", &end.timed_out)?;
+                m.serialize_entry("succeeded", &end.succeeded())?;
                 if self.output == Output::Included {
-                    m.serialize_entry("outputTail", output_tail)?;
+                    m.serialize_entry("outputTail", &end.output_tail)?;
                 }
             }
             Event::Skipped { reason, message } => {

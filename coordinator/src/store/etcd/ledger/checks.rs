@@ -8,7 +8,7 @@ use cronstable_core::{FiringKind, Reason, Verdict};
 
 use super::*;
 use crate::lease::conformance::{RealEtcd, etcd_config};
-use crate::ledger::Event;
+use crate::ledger::{Event, RunEnd};
 
 /// A ledger record of `job` at `at` on node n1.
 pub(crate) fn record(job: &str, at: i64, event: Event) -> Record {
@@ -59,7 +59,7 @@ pub async fn records_written_by_one_coordinator_are_read_back_by_the_next(etcd: 
     first.append(record(
         "backup",
         1_000,
-        Event::Finished {
+        Event::Finished(RunEnd {
             started_at_ms: 1_001,
             finished_at_ms: 1_900,
             duration_ms: 899,
@@ -67,7 +67,7 @@ pub async fn records_written_by_one_coordinator_are_read_back_by_the_next(etcd: 
             signal: None,
             timed_out: false,
             output_tail: "done\n".into(),
-        },
+        }),
     ));
     let other = Ledger::new();
     open(&cfg, None, "n2", &other).await.unwrap();

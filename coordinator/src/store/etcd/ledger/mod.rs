@@ -23,8 +23,8 @@ use etcd_client::{Client, DeleteOptions, GetOptions, SortOrder, SortTarget, Txn,
 use tokio::sync::mpsc;
 
 use crate::config::cluster::EtcdConfig;
-use crate::ledger::{Ledger, Record};
-use crate::ledger_file::{decode, encode};
+use crate::ledger::codec::{decode, encode};
+use crate::ledger::{Ledger, Record, RunEnd};
 
 /// How long the start waits for the history.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,11 +46,11 @@ const PRUNE_EVERY: u64 = 1_000;
 /// The value stored for `record`: the file format, with the output tail cut to its last
 /// [`TAIL_IN_ETCD`] bytes.
 fn value_of(record: &Record) -> Vec<u8> {
-    if let crate::ledger::Event::Finished { output_tail, .. } = &record.event
+    if let crate::ledger::Event::Finished(RunEnd { output_tail, .. }) = &record.event
         && output_tail.len() > TAIL_IN_ETCD
     {
         let mut short = record.clone();
-        if let crate::ledger::Event::Finished { output_tail, .. } = &mut short.event {
+        if let crate::ledger::Event::Finished(RunEnd { output_tail, .. }) = &mut short.event {
             let mut cut = output_tail.len() - TAIL_IN_ETCD;
             while !output_tail.is_char_boundary(cut) {
                 cut += 1;

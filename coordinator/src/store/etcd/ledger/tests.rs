@@ -3,7 +3,7 @@
 
 use super::checks::record;
 use super::*;
-use crate::ledger::Event;
+use crate::ledger::{Event, RunEnd};
 
 #[test]
 fn a_long_output_tail_is_cut_in_etcd_and_refused_batches_are_told_apart() {
@@ -11,7 +11,7 @@ fn a_long_output_tail_is_cut_in_etcd_and_refused_batches_are_told_apart() {
     let r = record(
         "backup",
         1_000,
-        Event::Finished {
+        Event::Finished(RunEnd {
             started_at_ms: 1_000,
             finished_at_ms: 2_000,
             duration_ms: 1_000,
@@ -19,10 +19,10 @@ fn a_long_output_tail_is_cut_in_etcd_and_refused_batches_are_told_apart() {
             signal: None,
             timed_out: false,
             output_tail: format!("start{long}end"),
-        },
+        }),
     );
     let back = decode(&value_of(&r)).unwrap();
-    let Event::Finished { output_tail, .. } = back.event else {
+    let Event::Finished(RunEnd { output_tail, .. }) = back.event else {
         panic!("{back:?}")
     };
     assert!(output_tail.len() <= TAIL_IN_ETCD && output_tail.ends_with("end"));

@@ -5,11 +5,40 @@
 //! which decision the gate made and why, and how the run went. Durable persistence and the
 //! `/jobs/{name}/firings` view build on this type.
 
+pub mod codec;
+pub mod file;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use cronstable_core::{FiringKind, Reason, Verdict};
+
+/// How a run ended, as its executor reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEnd {
+    /// When it started (Unix ms).
+    pub started_at_ms: i64,
+    /// When it ended (Unix ms).
+    pub finished_at_ms: i64,
+    /// How long it ran, as the executor measured it.
+    pub duration_ms: u64,
+    /// The exit code, when the process exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<i32>,
+    /// The executor killed it at the job's timeout.
+    pub timed_out: bool,
+    /// The last few KiB of its output.
+    pub output_tail: String,
+}
+
+impl RunEnd {
+    /// Exited with code 0 and was not killed at its timeout.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
 
 /// What one record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,22 +58,7 @@ pub enum Event {
         pid: u32,
     },
     /// The command ended.
-    Finished {
-        /// When it started (Unix ms).
-        started_at_ms: i64,
-        /// When it ended (Unix ms).
-        finished_at_ms: i64,
-        /// How long it ran, as the executor measured it.
-        duration_ms: u64,
-        /// The exit code, when the process exited.
-        exit_code: Option<i32>,
-        /// The signal that ended it, when one did.
-        signal: Option<i32>,
-        /// The executor killed it at the job's timeout.
-        timed_out: bool,
-        /// The last few KiB of its output.
-        output_tail: String,
-    },
+    Finished(RunEnd),
     /// The executor skipped the firing itself (concurrency policy, no coordinator, too late).
     Skipped {
         /// Why; `None` for a reason newer than this coordinator.
@@ -100,7 +114,7 @@ impl<'a> RunStatus<'a> {
         let mut finished: Vec<(i64, u32)> = Vec::new();
         for r in records.iter().rev() {
             match &r.event {
-                Event::Finished { .. } => {
+                Event::Finished(RunEnd { .. }) => {
                     status.last_finished.get_or_insert(r);
                     finished.push((r.scheduled_at_ms, r.attempt));
                 }
@@ -186,7 +200,10 @@ impl Ledger {
 
     fn keep(&self, record: Record) {
         // A panic elsewhere while holding the lock leaves the records intact, so keep using them.
-        if matches!(record.event, Event::Started { .. } | Event::Finished { .. }) {
+        if matches!(
+            record.event,
+            Event::Started { .. } | Event::Finished(RunEnd { .. })
+        ) {
             self.runs_generation.fetch_add(1, Ordering::Relaxed);
         }
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
@@ -269,7 +286,7 @@ impl Outcome {
 /// everything else: a retry that succeeded after a skip still ran.
 pub fn explain(records: &[&Record]) -> (Outcome, Option<&'static str>) {
     let has = |f: &dyn Fn(&Event) -> bool| records.iter().any(|r| f(&r.event));
-    if has(&|e| matches!(e, Event::Finished { .. })) {
+    if has(&|e| matches!(e, Event::Finished(RunEnd { .. }))) {
         return (Outcome::Ran, None);
     }
     if has(&|e| matches!(e, Event::Started { .. }))
@@ -366,7 +383,7 @@ mod tests {
     #[test]
     fn explains_a_firing_from_its_records() {
         let decided = |verdict, reason| with(Event::Decided { verdict, reason });
-        let finished = with(Event::Finished {
+        let finished = with(Event::Finished(RunEnd {
             started_at_ms: 1,
             finished_at_ms: 2,
             duration_ms: 1,
@@ -374,7 +391,7 @@ mod tests {
             signal: None,
             timed_out: false,
             output_tail: String::new(),
-        });
+        }));
         let cases: Vec<(Vec<Record>, Outcome, Option<&str>)> = vec![
             (vec![], Outcome::NoRecord, None),
             (
