@@ -244,7 +244,7 @@ pub async fn run(
         stopped(),
     ));
     // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
-    let deferred_task = crate::spawn(deferred::push_when_ready(state.clone(), stopped()));
+    let deferred_task = crate::spawn(deferred::push::push_when_ready(state.clone(), stopped()));
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(

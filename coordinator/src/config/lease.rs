@@ -5,8 +5,8 @@ use super::cluster::{
     DEFAULT_LEASE_TTL, EtcdConfig, EtcdTls, FilesystemConfig, KubernetesConfig,
     ObservabilityConfig, Topology, renew_request_budget,
 };
+use super::ctx::{Ctx, nonblank_path, secret};
 use super::raw::{RawCluster, RawEtcd, RawFilesystem, RawKubernetes};
-use super::validate::{Ctx, nonblank_path, secret};
 
 /// Fills in `c` for a lease backend, from `raw`.
 pub(super) fn apply(ctx: &mut Ctx<'_>, c: &mut ClusterConfig, raw: &RawCluster) {

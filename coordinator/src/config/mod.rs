@@ -70,6 +70,7 @@
 
 pub mod address;
 pub mod cluster;
+mod ctx;
 pub mod jobs;
 mod lease;
 mod notify;

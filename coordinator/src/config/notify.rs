@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::validate::Ctx;
+use super::ctx::Ctx;
 
 /// One event kind a reporter can be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor, value::MapAccessDeserializer};
 
 use super::cluster::{Backend, ClientLibrary, Distribution, Topology};
+pub(crate) use super::secret::RawSecret;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -57,15 +58,6 @@ pub(crate) struct RawApi {
 pub(crate) struct RawWeb {
     pub(crate) listen: Option<String>,
     pub(crate) auth_token: Option<RawSecret>,
-}
-
-/// A secret source: `{value | fromFile | fromEnvVar: ...}`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
-pub(crate) struct RawSecret {
-    pub(crate) value: Option<String>,
-    pub(crate) from_file: Option<String>,
-    pub(crate) from_env_var: Option<String>,
 }
 
 /// `tls:` (gossip, observability mesh, etcd).

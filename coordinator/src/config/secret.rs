@@ -18,7 +18,16 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::raw::RawSecret;
+use serde::Deserialize;
+
+/// A secret source: `{value | fromFile | fromEnvVar: ...}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub(crate) struct RawSecret {
+    pub(crate) value: Option<String>,
+    pub(crate) from_file: Option<String>,
+    pub(crate) from_env_var: Option<String>,
+}
 
 /// Where a secret comes from.
 #[derive(Clone, PartialEq, Eq)]

@@ -10,8 +10,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::Bytes;
 
-use super::jobs::ViewFacts;
 use crate::jobs::JobSet;
+
+/// What the cluster view says about policies and owners, read once per request (see
+/// `jobs::view_facts`). Part of the cached `/jobs` body's key: a change of owner or of election
+/// mode rebuilds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ViewFacts {
+    pub(super) election: bool,
+    pub(super) spread: bool,
+    pub(super) owners: std::collections::BTreeMap<String, Option<String>>,
+}
 
 /// Everything the `/jobs` body depends on apart from the clock.
 #[derive(Debug, Clone)]

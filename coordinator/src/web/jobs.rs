@@ -23,7 +23,7 @@ use cronstable_core::{ClusterPolicy, FiringKind};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::cache::ListKey;
+use super::cache::{ListKey, ViewFacts};
 use super::json::{ClusterFields, JobRow, Output, record_json, rfc3339};
 use super::{ApiError, WebState};
 use crate::clock::now_ms;
@@ -37,15 +37,6 @@ const MAX_FIRINGS: usize = 500;
 const DEFAULT_WINDOW_MS: i64 = 30 * 60 * 1000;
 /// Records `/jobs/{name}` returns, newest first.
 const DETAIL_RECORDS: usize = 50;
-
-/// What the cluster view says about policies and owners, read once per request. Part of the
-/// cached `/jobs` body's key: a change of owner or of election mode rebuilds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct ViewFacts {
-    pub(super) election: bool,
-    pub(super) spread: bool,
-    pub(super) owners: BTreeMap<String, Option<String>>,
-}
 
 fn view_facts(state: &WebState, set: &JobSet) -> ViewFacts {
     let view = state.core.view.borrow();

@@ -95,8 +95,8 @@ pub mod report;
 mod round;
 mod view;
 
-pub use report::{Distribution, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport};
-pub use round::{
-    GossipState, LocalNode, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome, SELF_CANDIDATE_ROUNDS,
+pub use report::{
+    Distribution, LocalNode, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport,
 };
+pub use round::{GossipState, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome, SELF_CANDIDATE_ROUNDS};
 pub use view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView, fresh_report};

@@ -85,3 +85,25 @@ pub struct PeerReport {
     /// `@reboot` jobs the reporter has run for its current job set.
     pub ran_reboot_jobs: Vec<String>,
 }
+
+/// This node's own identity and cluster settings, as the gossip round and its
+/// reports need them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNode {
+    /// `nodeName`.
+    pub name: String,
+    /// The random id this process minted at start.
+    pub instance_id: String,
+    /// This node's job-set ID.
+    pub job_set_id: String,
+    /// `len(peers) + 1` after load-time dedup (GSP-30).
+    pub configured_size: usize,
+    /// `cluster.electLeader`.
+    pub elect_leader: bool,
+    /// `cluster.distribution`.
+    pub distribution: Distribution,
+    /// `cluster.driftAfter`.
+    pub drift_after: u32,
+    /// The poll interval in milliseconds (bounds the convergence hold).
+    pub interval_ms: u64,
+}

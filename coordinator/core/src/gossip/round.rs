@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::drift::{DriftStreak, PeerStatus, RoundOutcome};
 use crate::quorum::{is_quorum, quorum_size};
 
-use super::report::{Distribution, MAX_FIELD_BYTES, MemberReport, PeerReport};
+use super::report::{Distribution, LocalNode, MAX_FIELD_BYTES, MemberReport, PeerReport};
 use super::view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView};
 
 /// How many consecutive rounds a duplicate seen only one hop away must persist before it counts
@@ -19,27 +19,6 @@ pub const ONE_HOP_DUPLICATE_ROUNDS: u32 = 3;
 /// one round for its own flag to reach its peers, one more for their vouching to reach the
 /// peers' peers, and the current round.
 pub const SELF_CANDIDATE_ROUNDS: u32 = 3;
-
-/// This node's own identity and cluster settings, as the gossip round needs them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalNode {
-    /// `nodeName`.
-    pub name: String,
-    /// The random id this process minted at start.
-    pub instance_id: String,
-    /// This node's job-set ID.
-    pub job_set_id: String,
-    /// `len(peers) + 1` after load-time dedup (GSP-30).
-    pub configured_size: usize,
-    /// `cluster.electLeader`.
-    pub elect_leader: bool,
-    /// `cluster.distribution`.
-    pub distribution: Distribution,
-    /// `cluster.driftAfter`.
-    pub drift_after: u32,
-    /// The poll interval in milliseconds (bounds the convergence hold).
-    pub interval_ms: u64,
-}
 
 /// What polling one configured peer gave this round.
 #[derive(Debug, Clone, PartialEq, Eq)]

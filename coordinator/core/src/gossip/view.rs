@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 
 use crate::drift::PeerStatus;
 
-use super::report::{Distribution, MAX_CANDIDATES, MemberReport, PeerReport};
-use super::round::LocalNode;
+use super::report::{Distribution, LocalNode, MAX_CANDIDATES, MemberReport, PeerReport};
 
 /// This round's view of one configured peer (index = position in the configured peer list).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
