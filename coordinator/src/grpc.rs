@@ -328,7 +328,14 @@ impl Executor for ExecutorService {
                     .to_owned(),
             )
         } else {
-            crate::lease::handoff_resume::write_handoff(&self.state, &req, now_ms()).await
+            let ask = crate::lease::handoff_resume::HandoffAsk {
+                job: req.job.clone(),
+                scheduled_at_ms: req.scheduled_at_ms,
+                next_attempt: req.next_attempt,
+                remaining_attempts: req.remaining_attempts,
+                next_attempt_at_ms: req.next_attempt_at_ms,
+            };
+            crate::lease::handoff_resume::write_handoff(&self.state, &ask, now_ms()).await
         };
         self.state.record(Record {
             job: req.job.clone(),

@@ -286,14 +286,12 @@ pub async fn run(
             crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
         }
     };
-    let mut web_task = crate::spawn(
-        axum::serve(
-            listeners.web,
-            web::router_with_tokens(state.clone(), tokens_rx),
-        )
-        .with_graceful_shutdown(stopped())
-        .into_future(),
-    );
+    let mut web_task = crate::spawn(web::serve(
+        listeners.web,
+        state.clone(),
+        tokens_rx,
+        stopped(),
+    ));
 
     // A server that dies on its own must not leave a coordinator that serves nothing: treat it
     // like a shutdown request and report why.

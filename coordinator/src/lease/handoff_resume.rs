@@ -23,18 +23,32 @@
 use std::future::Future;
 
 use cronstable_core::{FiringKind, Reason};
-use cronstable_proto::v1 as pb;
 
 use super::handoff::{HandoffRecord, Handoffs, Pending, RECORD_EXPIRY, SCAN_EVERY, claim_token};
 use crate::cluster::Election;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};
 
+/// What an executor asks to hand off: the rest of one retry sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoffAsk {
+    /// The job's name.
+    pub job: String,
+    /// The firing the sequence belongs to (Unix ms).
+    pub scheduled_at_ms: i64,
+    /// The attempt to run next (at least 2).
+    pub next_attempt: u32,
+    /// Attempts left, `next_attempt` included.
+    pub remaining_attempts: u32,
+    /// Not before this instant (Unix ms).
+    pub next_attempt_at_ms: i64,
+}
+
 /// Writes the handoff record for a `Handoff` request. Returns `transferred` and the message for
 /// the shim: false (abandon) when there is no handoff store or the write failed or timed out.
 pub async fn write_handoff(
     state: &CoordinatorState,
-    req: &pb::HandoffRequest,
+    req: &HandoffAsk,
     now_ms: i64,
 ) -> (bool, String) {
     let Some(handoffs) = state.handoffs() else {

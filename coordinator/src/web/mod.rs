@@ -48,6 +48,19 @@ pub fn router(state: CoordinatorState, token: Option<AuthToken>) -> Router {
     router_with_tokens(state, tokio::sync::watch::channel(token.map(Arc::new)).1)
 }
 
+/// Serves the HTTP API on `listener` until `shutdown` resolves, then lets in-flight requests
+/// finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: CoordinatorState,
+    tokens: AuthTokens,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with_tokens(state, tokens))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
 /// [`router`] whose token can change while it serves: each request is checked against the
 /// latest value on `tokens` (a config reload's new `web.authToken` applies at once).
 pub fn router_with_tokens(state: CoordinatorState, tokens: AuthTokens) -> Router {
