@@ -1,4 +1,5 @@
-//! The coordinator's only wall-clock read. Everything else takes time as an argument.
+//! The coordinator's only wall-clock read. Everything else takes time as an argument: a
+//! decision reads the clock once, as a [`Now`], and passes it down.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,5 +10,36 @@ pub fn now_ms() -> i64 {
         Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
         // A clock set before 1970 is broken; report it as the epoch rather than panic.
         Err(_) => 0,
+    }
+}
+
+/// One reading of both clocks: the monotonic instant deadlines are checked against, and the
+/// wall clock records are stamped with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// For leases, deadlines and staleness.
+    pub at: tokio::time::Instant,
+    /// For records (Unix ms).
+    pub unix_ms: i64,
+}
+
+impl Now {
+    /// Reads both clocks.
+    pub fn read() -> Self {
+        Self {
+            at: tokio::time::Instant::now(),
+            unix_ms: now_ms(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Now {
+    /// The monotonic clock now, with the wall clock at `unix_ms` (tests).
+    pub fn with_unix_ms(unix_ms: i64) -> Self {
+        Self {
+            at: tokio::time::Instant::now(),
+            unix_ms,
+        }
     }
 }

@@ -8,15 +8,15 @@ use std::pin::Pin;
 use cronstable_core::FiringKind;
 use cronstable_core::Verdict;
 use cronstable_proto::convert::{
-    FieldError, job_from_wire, kind_from_wire, policy_to_wire, reason_from_wire, reason_to_wire,
-    stamp_to_wire, verdict_to_wire,
+    FieldError, firing_from_wire, job_from_wire, kind_from_wire, policy_to_wire, reason_from_wire,
+    reason_to_wire, stamp_to_wire, verdict_to_wire,
 };
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::clock::now_ms;
+use crate::clock::{Now, now_ms};
 use crate::executors::{HeldByOther, Instance, is_config_executor};
 use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record, RunEnd};
@@ -202,30 +202,18 @@ impl Executor for ExecutorService {
     ) -> Result<Response<pb::ShouldRunResponse>, Status> {
         let req = request.into_inner();
         require(&req.job, "job")?;
-        let kind = kind_from_wire(req.kind, req.attempt).map_err(invalid)?;
+        let firing = firing_from_wire(&req.job, req.scheduled_at_ms, req.kind, req.attempt)
+            .map_err(invalid)?;
         self.require_executor_of(&req.job, &req.executor_id, &req.instance_id)?;
-        let attempt = req.attempt.max(1);
         let answer = self
             .state
-            .should_run(&req.job, req.scheduled_at_ms, kind, attempt, now_ms())
+            .should_run(&firing, Now::read())
             .await
             .ok_or_else(|| unknown_job(&req.job))?;
-        let decision = answer.decision;
-        Ok(Response::new(pb::ShouldRunResponse {
-            verdict: verdict_to_wire(decision.verdict) as i32,
-            reason: reason_to_wire(decision.reason) as i32,
-            message: answer.message,
-            owner: answer.owner.unwrap_or_default(),
-            fence: answer.fence,
-            retry_after_ms: if decision.verdict == Verdict::Defer {
-                DEFER_HINT_MS
-            } else {
-                0
-            },
-            firing_id: answer.firing_id,
-            node_name: answer.node,
-            election: Some(stamp_to_wire(self.state.election_stamp())),
-        }))
+        Ok(Response::new(answer_to_wire(
+            answer,
+            self.state.election_stamp(),
+        )))
     }
 
     async fn should_run_batch(
@@ -421,6 +409,29 @@ impl Executor for ExecutorService {
             }
         });
         Ok(Response::new(stream))
+    }
+}
+
+/// The wire form of the gate's answer, with the coordinator's election stamp.
+fn answer_to_wire(
+    answer: crate::state::Answer,
+    election: cronstable_core::mode::ElectionStamp,
+) -> pb::ShouldRunResponse {
+    let decision = answer.decision;
+    pb::ShouldRunResponse {
+        verdict: verdict_to_wire(decision.verdict) as i32,
+        reason: reason_to_wire(decision.reason) as i32,
+        message: answer.message,
+        owner: answer.owner.unwrap_or_default(),
+        fence: answer.fence,
+        retry_after_ms: if decision.verdict == Verdict::Defer {
+            DEFER_HINT_MS
+        } else {
+            0
+        },
+        firing_id: answer.firing_id,
+        node_name: answer.node,
+        election: Some(stamp_to_wire(election)),
     }
 }
 

@@ -7,9 +7,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::fingerprint::firing_id;
 use cronstable_core::mode::{ElectionMode, ElectionStamp, Stamps};
-use cronstable_core::{ClusterPolicy, Decision, FiringKind, Gate, decide};
+use cronstable_core::{ClusterPolicy, Decision, Firing, FiringKind, Gate, decide};
 use tokio::sync::{mpsc, watch};
 
+use crate::clock::Now;
 use crate::cluster::{ClusterView, Election};
 use crate::jobs::JobRegistry;
 use crate::ledger::{Event, Ledger, Record};
@@ -105,6 +106,14 @@ pub struct Answer {
     /// wrong when the answer had to change (a Leader one-shot's record that could not be
     /// written).
     pub message: String,
+}
+
+/// What the gate decided from one borrow of the view, before it becomes an [`Answer`].
+struct Decided {
+    decision: Decision,
+    owner: Option<String>,
+    fence: Option<String>,
+    node: String,
 }
 
 /// The handles built from the parts of the config a reload can change: the webhook
@@ -261,8 +270,10 @@ impl CoordinatorState {
         self.view.borrow().node_name.clone()
     }
 
-    /// Decides one firing of a registered job and records the decision. `None` when the job is
-    /// not registered.
+    /// Decides one firing of a registered job and records the decision: the one place that
+    /// goes from the view to ownership to the decision to the [`Answer`], on one reading of the
+    /// clocks (`now`); the ledger, the metrics and the gRPC adapter take that answer. `None`
+    /// when the job is not registered.
     ///
     /// A Leader `@reboot` one-shot that the gate would run is first recorded as ran in the
     /// store, within the store's bound: a holder that dies right after its executor starts the
@@ -271,21 +282,15 @@ impl CoordinatorState {
     /// the store's error as the message, and the executor asks again. PreferLeader one-shots
     /// are not held up: they must run even while the store is unreachable (RBT-20), and their
     /// record follows on the driver's next round.
-    pub async fn should_run(
-        &self,
-        job: &str,
-        scheduled_at_ms: i64,
-        kind: FiringKind,
-        attempt: u32,
-        now_ms: i64,
-    ) -> Option<Answer> {
+    pub async fn should_run(&self, firing: &Firing, now: Now) -> Option<Answer> {
+        let job = firing.job.as_str();
+        let kind = firing.kind;
         let set = self.registry.current();
         let registered = set.get(job)?;
         let policy = registered.spec.cluster_policy;
-        let (mut decision, mut owner, mut fence, mut node) =
-            self.decide_now(&set, job, policy, kind);
-        let mut message = decision.reason.describe().to_owned();
-        if decision.verdict == cronstable_core::Verdict::Run
+        let mut decided = self.decide_at(&set, job, policy, kind, now.at);
+        let mut message = decided.decision.reason.describe().to_owned();
+        if decided.decision.verdict == cronstable_core::Verdict::Run
             && kind == FiringKind::Reboot
             && policy == ClusterPolicy::Leader
             && let Some(store) = self.reboot_store()
@@ -294,11 +299,12 @@ impl CoordinatorState {
             match store.record(set.id.as_str(), &jobs).await {
                 Ok(()) => {
                     self.reboot_ran.mark(set.id.as_str(), job);
-                    // The write took time: answer from the view as it is now, so a leadership
-                    // lost meanwhile is not answered RUN.
-                    (decision, owner, fence, node) = self.decide_now(&set, job, policy, kind);
-                    message = decision.reason.describe().to_owned();
-                    if decision.verdict != cronstable_core::Verdict::Run {
+                    // The write took time: answer from the view as it is now (a second,
+                    // deliberate clock reading), so a leadership lost meanwhile is not
+                    // answered RUN.
+                    decided = self.decide_at(&set, job, policy, kind, Now::read().at);
+                    message = decided.decision.reason.describe().to_owned();
+                    if decided.decision.verdict != cronstable_core::Verdict::Run {
                         // The record already says "ran", so no later leader runs it: a Leader
                         // @reboot is at most once, and this is the one case where that means
                         // never. Say so loudly rather than skip it quietly.
@@ -311,7 +317,7 @@ impl CoordinatorState {
                     }
                 }
                 Err(e) => {
-                    decision = Decision {
+                    decided.decision = Decision {
                         verdict: cronstable_core::Verdict::Defer,
                         reason: cronstable_core::Reason::ConvergenceHold,
                     };
@@ -323,39 +329,34 @@ impl CoordinatorState {
                 }
             }
         }
+        let decision = decided.decision;
         if kind == FiringKind::Reboot {
             self.deferred.answered(
                 job,
-                scheduled_at_ms,
+                firing.scheduled_at_ms,
                 &registered.executor_id,
                 decision.verdict,
             );
         }
         let answer = Answer {
             decision,
-            owner,
-            fence,
-            firing_id: firing_id(&set.id, job, scheduled_at_ms),
-            node: node.clone(),
+            owner: decided.owner,
+            fence: decided.fence,
+            firing_id: firing_id(&set.id, job, firing.scheduled_at_ms),
+            node: decided.node,
             message,
         };
-        self.record(Record {
-            job: job.to_owned(),
-            scheduled_at_ms,
-            kind,
-            attempt,
-            node,
-            recorded_at_ms: now_ms,
-            event: Event::Decided {
-                verdict: decision.verdict,
-                reason: decision.reason,
-            },
-        });
+        self.record(Record::decided(
+            firing,
+            answer.decision,
+            &answer.node,
+            now.unix_ms,
+        ));
         tracing::info!(
             job,
-            scheduled_at_ms,
+            scheduled_at_ms = firing.scheduled_at_ms,
             ?kind,
-            attempt,
+            attempt = kind.attempt(),
             verdict = decision.verdict.as_str(),
             reason = decision.reason.code(),
             "firing decided"
@@ -363,18 +364,18 @@ impl CoordinatorState {
         Some(answer)
     }
 
-    /// The gate's answer for `job` with `policy` right now, with the owner, fence and node
+    /// The gate's answer for `job` with `policy` at `now`, with the owner, fence and node
     /// name. Decided inside one short borrow of the view: no copy of it per firing, and the
     /// backend's next write waits only for these few field reads.
-    fn decide_now(
+    fn decide_at(
         &self,
         set: &crate::jobs::JobSet,
         job: &str,
         policy: ClusterPolicy,
         kind: FiringKind,
-    ) -> (Decision, Option<String>, Option<String>, String) {
+        now: tokio::time::Instant,
+    ) -> Decided {
         let view = self.view.borrow();
-        let now = tokio::time::Instant::now();
         let mut gate = view.gate_for(job, now);
         if let (Gate::Manager(g), Election::Managed(m)) = (&mut gate, &view.election) {
             g.reboot_ran_unknown = m
@@ -385,12 +386,12 @@ impl CoordinatorState {
         let decision = decide(policy, kind, gate);
         let run = decision.verdict == cronstable_core::Verdict::Run;
         let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
-        (
+        Decided {
             decision,
-            view.owner_of(job, policy, now),
+            owner: view.owner_of(job, policy, now),
             fence,
-            view.node_name.clone(),
-        )
+            node: view.node_name.clone(),
+        }
     }
 
     /// What the gate would answer a firing of `job` of `kind` now, without recording it (for
@@ -399,9 +400,15 @@ impl CoordinatorState {
         let set = self.registry.current();
         let registered = set.get(job)?;
         Some(
-            self.decide_now(&set, job, registered.spec.cluster_policy, kind)
-                .0
-                .verdict,
+            self.decide_at(
+                &set,
+                job,
+                registered.spec.cluster_policy,
+                kind,
+                tokio::time::Instant::now(),
+            )
+            .decision
+            .verdict,
         )
     }
 

@@ -10,7 +10,7 @@ use crate::v1 as pb;
 use cronstable_core::mode::{ElectionMode, ElectionStamp};
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{
-    ClusterPolicy, ConcurrencyPolicy, FiringKind, JobSpec, Reason, RetryPolicy, Verdict,
+    ClusterPolicy, ConcurrencyPolicy, Firing, FiringKind, JobSpec, Reason, RetryPolicy, Verdict,
 };
 
 /// A request field that cannot be used, and why.
@@ -139,6 +139,21 @@ pub fn kind_from_wire(kind: i32, attempt: u32) -> Result<FiringKind, FieldError>
         }
         Err(_) => Err(bad("kind", format!("unknown firing kind value {kind}"))),
     }
+}
+
+/// The firing a request names: its job, nominal instant, and kind with its attempt (see
+/// [`kind_from_wire`]). Converted once, at the adapter.
+pub fn firing_from_wire(
+    job: &str,
+    scheduled_at_ms: i64,
+    kind: i32,
+    attempt: u32,
+) -> Result<Firing, FieldError> {
+    Ok(Firing {
+        job: job.to_owned(),
+        scheduled_at_ms,
+        kind: kind_from_wire(kind, attempt)?,
+    })
 }
 
 /// The wire firing kind of a domain kind.

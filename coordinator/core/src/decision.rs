@@ -30,6 +30,18 @@ use std::fmt;
 
 use crate::job::ClusterPolicy;
 
+/// One firing as every layer names it: the job, its nominal instant and its kind (a retry with
+/// its attempt). Converted once from the wire; the gate, the ledger and the metrics take it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Firing {
+    /// The job's name.
+    pub job: String,
+    /// The nominal instant (Unix ms); for a manual start, when it was requested.
+    pub scheduled_at_ms: i64,
+    /// Scheduled, `@reboot`, a retry with its attempt, or manual.
+    pub kind: FiringKind,
+}
+
 /// What kind of firing is being decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FiringKind {
@@ -47,6 +59,14 @@ pub enum FiringKind {
 }
 
 impl FiringKind {
+    /// The attempt number: a retry's own, 1 for every other kind.
+    pub fn attempt(self) -> u32 {
+        match self {
+            Self::Retry { attempt } => attempt,
+            _ => 1,
+        }
+    }
+
     /// True for firings that wait out a transient denial instead of being dropped.
     pub fn defers(self) -> bool {
         matches!(self, Self::Reboot | Self::Retry { .. })

@@ -39,5 +39,5 @@ pub mod rendezvous;
 pub mod schedule;
 pub mod yaml;
 
-pub use decision::{Decision, FiringKind, Gate, ManagerView, Reason, Verdict, decide};
+pub use decision::{Decision, Firing, FiringKind, Gate, ManagerView, Reason, Verdict, decide};
 pub use job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, RetryPolicy};

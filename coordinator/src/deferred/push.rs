@@ -61,10 +61,11 @@ pub fn push_ready(state: &CoordinatorState) {
 
 #[cfg(test)]
 mod tests {
-    use cronstable_core::{ClusterPolicy, JobSpec};
+    use cronstable_core::{ClusterPolicy, Firing, JobSpec};
     use tokio::sync::watch;
 
     use super::*;
+    use crate::clock::Now;
     use crate::cluster::{ClusterView, Election, ManagedView};
 
     fn view(quorate: bool, leader: &str) -> ClusterView {
@@ -89,7 +90,14 @@ mod tests {
         let mut instructions = state.open_watch("shim-1");
 
         let first = state
-            .should_run("migrate", 1_000, FiringKind::Reboot, 1, 1_000)
+            .should_run(
+                &Firing {
+                    job: "migrate".into(),
+                    scheduled_at_ms: 1_000,
+                    kind: FiringKind::Reboot,
+                },
+                Now::with_unix_ms(1_000),
+            )
             .await
             .unwrap();
         assert_eq!(first.decision.verdict, Verdict::Defer, "{first:?}");

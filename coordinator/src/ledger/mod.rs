@@ -94,6 +94,29 @@ pub struct Record {
     pub event: Event,
 }
 
+impl Record {
+    /// The gate's `decision` about `firing`, as `node` answered it at `recorded_at_ms`.
+    pub fn decided(
+        firing: &cronstable_core::Firing,
+        decision: cronstable_core::Decision,
+        node: &str,
+        recorded_at_ms: i64,
+    ) -> Self {
+        Self {
+            job: firing.job.clone(),
+            scheduled_at_ms: firing.scheduled_at_ms,
+            kind: firing.kind,
+            attempt: firing.kind.attempt(),
+            node: node.to_owned(),
+            recorded_at_ms,
+            event: Event::Decided {
+                verdict: decision.verdict,
+                reason: decision.reason,
+            },
+        }
+    }
+}
+
 /// What a job's records say about its runs right now: the one scan every display shares
 /// (`GET /jobs`, the gossip run summaries, `GET /fleet`).
 #[derive(Debug, Clone, Copy, Default)]

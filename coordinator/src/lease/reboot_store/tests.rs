@@ -4,10 +4,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cronstable_core::{ClusterPolicy, FiringKind, JobSpec, Reason, Verdict};
+use cronstable_core::{ClusterPolicy, Firing, FiringKind, JobSpec, Reason, Verdict};
 use tokio::sync::watch;
 
 use super::{CALL_TIMEOUT, RebootStore};
+use crate::clock::Now;
 use crate::cluster::{ClusterView, Election, ManagedView};
 use crate::lease::conformance::{etcd_config, fs_config};
 use crate::state::CoordinatorState;
@@ -71,7 +72,14 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     std::fs::create_dir_all(&stream).unwrap();
 
     let held = state
-        .should_run("migrate", 1, FiringKind::Reboot, 1, 1)
+        .should_run(
+            &Firing {
+                job: "migrate".into(),
+                scheduled_at_ms: 1,
+                kind: FiringKind::Reboot,
+            },
+            Now::with_unix_ms(1),
+        )
         .await
         .unwrap();
     assert_eq!(held.decision.verdict, Verdict::Defer, "{held:?}");
@@ -87,7 +95,14 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     );
     // PreferLeader is never held up by the store (RBT-20).
     let prefer = state
-        .should_run("announce", 1, FiringKind::Reboot, 1, 1)
+        .should_run(
+            &Firing {
+                job: "announce".into(),
+                scheduled_at_ms: 1,
+                kind: FiringKind::Reboot,
+            },
+            Now::with_unix_ms(1),
+        )
         .await
         .unwrap();
     assert_eq!(prefer.decision.verdict, Verdict::Run, "{prefer:?}");
@@ -95,7 +110,14 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     // The store is writable again: RUN, and the record is already there when the answer is.
     std::fs::remove_dir(&stream).unwrap();
     let run = state
-        .should_run("migrate", 1, FiringKind::Reboot, 1, 2)
+        .should_run(
+            &Firing {
+                job: "migrate".into(),
+                scheduled_at_ms: 1,
+                kind: FiringKind::Reboot,
+            },
+            Now::with_unix_ms(2),
+        )
         .await
         .unwrap();
     assert_eq!(run.decision.verdict, Verdict::Run, "{run:?}");
@@ -119,7 +141,14 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
     let (state, _) = state_with(store);
     let started = tokio::time::Instant::now();
     let held = state
-        .should_run("migrate", 1, FiringKind::Reboot, 1, 1)
+        .should_run(
+            &Firing {
+                job: "migrate".into(),
+                scheduled_at_ms: 1,
+                kind: FiringKind::Reboot,
+            },
+            Now::with_unix_ms(1),
+        )
         .await
         .unwrap();
     assert_eq!(held.decision.verdict, Verdict::Defer, "{held:?}");
