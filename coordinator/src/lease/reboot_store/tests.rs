@@ -46,6 +46,15 @@ fn state_with(store: std::sync::Arc<RebootStore>) -> (CoordinatorState, String) 
     (state, id)
 }
 
+/// The `@reboot` one-shot of `job`, at instant 1.
+fn boot(job: &str) -> Firing {
+    Firing {
+        job: job.into(),
+        scheduled_at_ms: 1,
+        kind: FiringKind::Reboot,
+    }
+}
+
 #[tokio::test]
 async fn rbt_21_filesystem_records_round_trip_on_their_own_client() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,14 +81,7 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     std::fs::create_dir_all(&stream).unwrap();
 
     let held = state
-        .should_run(
-            &Firing {
-                job: "migrate".into(),
-                scheduled_at_ms: 1,
-                kind: FiringKind::Reboot,
-            },
-            Now::with_unix_ms(1),
-        )
+        .should_run(&boot("migrate"), Now::with_unix_ms(1))
         .await
         .unwrap();
     assert_eq!(held.decision.verdict, Verdict::Defer, "{held:?}");
@@ -95,14 +97,7 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     );
     // PreferLeader is never held up by the store (RBT-20).
     let prefer = state
-        .should_run(
-            &Firing {
-                job: "announce".into(),
-                scheduled_at_ms: 1,
-                kind: FiringKind::Reboot,
-            },
-            Now::with_unix_ms(1),
-        )
+        .should_run(&boot("announce"), Now::with_unix_ms(1))
         .await
         .unwrap();
     assert_eq!(prefer.decision.verdict, Verdict::Run, "{prefer:?}");
@@ -110,14 +105,7 @@ async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     // The store is writable again: RUN, and the record is already there when the answer is.
     std::fs::remove_dir(&stream).unwrap();
     let run = state
-        .should_run(
-            &Firing {
-                job: "migrate".into(),
-                scheduled_at_ms: 1,
-                kind: FiringKind::Reboot,
-            },
-            Now::with_unix_ms(2),
-        )
+        .should_run(&boot("migrate"), Now::with_unix_ms(2))
         .await
         .unwrap();
     assert_eq!(run.decision.verdict, Verdict::Run, "{run:?}");
@@ -141,14 +129,7 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
     let (state, _) = state_with(store);
     let started = tokio::time::Instant::now();
     let held = state
-        .should_run(
-            &Firing {
-                job: "migrate".into(),
-                scheduled_at_ms: 1,
-                kind: FiringKind::Reboot,
-            },
-            Now::with_unix_ms(1),
-        )
+        .should_run(&boot("migrate"), Now::with_unix_ms(1))
         .await
         .unwrap();
     assert_eq!(held.decision.verdict, Verdict::Defer, "{held:?}");
