@@ -19,15 +19,21 @@
 //! - [`store`]: one folder per shared store (etcd, filesystem, Kubernetes), each implementing
 //!   every aspect kept in it and owning its connection, credentials, fake and tests.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
+//! - [`executors`]: which live process holds each executor id (one executor per job per node).
+//! - [`deferred`]: deferred `@reboot` one-shots and the `RunDeferred` push.
+//! - [`reboot_ran`]: the `@reboot` one-shots this node's executors ran, for the backend to share.
 //! - [`ledger`]: per-job records of decisions and runs, their one record format
 //!   ([`ledger::codec`]); [`ledger::file`] keeps them on disk ([`store::etcd::ledger`] in etcd).
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
-//! - [`state`]: the handles the request handlers share.
+//! - [`state`]: the handles the request handlers share, and the gate: one firing from the view
+//!   to the answer ([`state::CoordinatorState::should_run`]).
 //! - [`reload`]: applying a reloaded config to a running coordinator; owns the backend.
-//! - [`summary`]: the per-job run summary a node shows the fleet.
-//! - [`grpc`]: the `cronstable.v1.Executor` service.
-//! - [`web`]: the HTTP API.
+//! - [`summary`]: the per-job run summary a node shows the fleet; [`next_fire`] the next
+//!   nominal instants it shows.
+//! - [`clock`]: the one wall-clock read, and [`clock::Now`], one reading of both clocks.
+//! - [`grpc`]: the `cronstable.v1.Executor` service; the only code that sees prost types.
+//! - [`web`]: the HTTP API and dashboard; the only code that sees axum types.
 //! - [`listeners`]: binding `api.listen` and `web.listen`.
 //! - [`verify`]: `cronstable verify`, the schedule checker over run logs.
 //! - [`demo`]: the `cronstable demo` quick start.

@@ -10,10 +10,16 @@
 //!
 //! - [`source`]: reading the crontab or job file.
 //! - [`plan`]: pure planning of due and missed instants.
-//! - [`firing`]: one firing end to end (gate, run, report, retries, handoff).
+//! - [`firing`]: one firing end to end (gate, run, report, retries); [`handoff`] hands a
+//!   retry sequence to the new owner, [`resume`] continues one handed to this shim, and
+//!   [`one_shot`] holds `@reboot` one-shots until the coordinator may decide them.
 //! - [`runner`]: spawning and supervising processes (process groups, timeouts, output tail).
-//! - [`client`]: the gRPC client, every call with a deadline.
-//! - [`session`]: registration and the Watch stream, reconnected with backoff.
+//! - [`client`]: the gRPC client, every call with a deadline; [`batch`] coalesces the
+//!   questions asked at one instant into `ShouldRunBatch`.
+//! - [`session`]: registration and the Watch stream, reconnected with backoff; [`wakeups`]
+//!   routes its `RunDeferred` pushes.
+//! - [`election_memory`]: the election mode the coordinator last stated, for when it is away.
+//! - [`clock`]: the shim's clock.
 //! - [`reaper`]: reaping orphans as PID 1.
 //! - [`gate`]: `cronstable-gate`, one gated firing started by an existing crond.
 //! - [`cli`]: logging setup and the host name, for the binaries.

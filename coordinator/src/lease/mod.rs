@@ -119,7 +119,7 @@ pub trait LeaseStore: Send + 'static {
 /// narrow seam, apart from the election. The lease driver reads and writes them after its
 /// rounds ([`reboot_records`]); etcd and filesystem also get a second client of their own for
 /// the gate's write-before-RUN ([`reboot_store`]). Every store passes
-/// [`conformance`]'s records checks.
+/// conformance suite's records checks (`lease::conformance`, built for tests).
 #[tonic::async_trait]
 pub trait RebootRanStore: Send + 'static {
     /// The deferred `@reboot` one-shots recorded in the store as already ran under
