@@ -118,8 +118,8 @@ pub trait LeaseStore: Send + 'static {
 /// The `@reboot` "already ran" records a store keeps beside its lease (RBT-21): the aspect's
 /// narrow seam, apart from the election. The lease driver reads and writes them after its
 /// rounds ([`reboot_records`]); etcd and filesystem also get a second client of their own for
-/// the gate's write-before-RUN ([`reboot_store`]). Every store passes
-/// conformance suite's records checks (`lease::conformance`, built for tests).
+/// the gate's write-before-RUN ([`reboot_store`]). Every store passes the records checks of
+/// the lease conformance suite (`lease::conformance`, built for tests).
 #[tonic::async_trait]
 pub trait RebootRanStore: Send + 'static {
     /// The deferred `@reboot` one-shots recorded in the store as already ran under
