@@ -544,11 +544,15 @@ impl LeaseStore for EtcdStore {
 
 mod reboot;
 
-// The store's tests need a real etcd (and one of them root and network namespaces): they are in
-// the integration tier, `tests/tests/integration/etcd_store.rs` and `tests/tests/lab/
-// etcd_cluster.rs`, so the coordinator's unit tests run without either.
+// Most of the store's tests need a real etcd (and one of them root and network namespaces):
+// they are in the integration tier, `tests/tests/integration/etcd_store.rs` and
+// `tests/tests/lab/etcd_cluster.rs`, so the coordinator's unit tests run without either;
+// `tests` holds what runs without one.
 
 // Retry handoffs in etcd (RTY-04).
 pub mod handoff;
 // The run ledger in etcd (`state.store: etcd`).
 pub mod ledger;
+
+#[cfg(test)]
+mod tests;

@@ -1,5 +1,5 @@
-//! Filesystem store tests: the round rule as a table, the store on a real directory, and the
-//! conformance suite on the real clock (ttl 3 s: rounds every 1 s).
+//! Filesystem store tests: the round rule as a table, the store on a real directory, the
+//! conformance suite on the real clock (ttl 3 s: rounds every 1 s), and the handoff records.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -259,4 +259,80 @@ async fn fs_conformance_outage_fails_closed_then_recovers() {
 async fn fs_conformance_rbt_21_reboot_records_round_trip() {
     let _serial = conformance::serial().await;
     conformance::reboot_records_round_trip(&Fs::new()).await;
+}
+
+/// The handoff records in the shared directory: the documented format, a claim that succeeds
+/// exactly once, and failures that name the path (RTY-04, RTY-05).
+mod handoffs {
+    use crate::lease::conformance::fs_config;
+    use crate::lease::handoff_conformance::{
+        a_claim_whose_answer_was_lost_is_resumed, claims_exactly_once, record,
+    };
+    use crate::store::filesystem::handoff::FilesystemHandoffs;
+
+    #[tokio::test]
+    async fn rty_04_filesystem_records_are_json_files_claimed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = fs_config(dir.path());
+        claims_exactly_once(
+            FilesystemHandoffs::handoffs(&config),
+            FilesystemHandoffs::handoffs(&config),
+        )
+        .await;
+        // The documented name and format.
+        let file = dir.path().join("prod/cluster/handoff/report@2000.json");
+        let body: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(body["job"], "report");
+        assert_eq!(body["scheduledAtMs"], 2000);
+        assert_eq!(body["nextAttempt"], 2);
+        assert_eq!(body["remainingAttempts"], 3);
+        assert_eq!(body["notBeforeMs"], 5010);
+        assert_eq!(body["fromNode"], "n1");
+        assert_eq!(body["createdAtMs"], 10);
+        assert_eq!(body["jobSetId"], "set-1");
+        // No temporary or claimed files are left behind.
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("prod/cluster/handoff"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["report@2000.json".to_owned()]);
+    }
+
+    #[tokio::test]
+    async fn rty_05_an_unwritable_filesystem_store_fails_the_write_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        // The deployment's directory is a file, so the handoff directory cannot be made.
+        std::fs::write(dir.path().join("prod"), "x").unwrap();
+        let h = FilesystemHandoffs::handoffs(&fs_config(dir.path()));
+        let e = h
+            .write(&record("backup", 1, 1))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prod/cluster/handoff"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn rty_05_a_missing_store_directory_fails_the_write_and_is_never_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("mnt");
+        let h = FilesystemHandoffs::handoffs(&fs_config(&missing));
+        let e = h
+            .write(&record("backup", 1, 1))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never creates it"), "{e}");
+        assert!(!missing.exists());
+    }
+
+    #[tokio::test]
+    async fn rty_04_a_filesystem_claim_whose_answer_was_lost_is_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        a_claim_whose_answer_was_lost_is_resumed(FilesystemHandoffs::handoffs(&fs_config(
+            dir.path(),
+        )))
+        .await;
+    }
 }

@@ -544,3 +544,5 @@ impl DriverNode {
 }
 
 mod suite;
+
+mod handoff;
