@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 
-use crate::client::CallError;
+use crate::call_error::CallError;
 
 /// The most questions one call carries (the coordinator accepts up to 10,000).
 const MAX_BATCH: usize = 2_000;

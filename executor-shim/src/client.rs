@@ -15,8 +15,10 @@ use cronstable_proto::convert::{
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;
 use hyper_util::rt::TokioIo;
+use tonic::Status;
 use tonic::transport::{Channel, Endpoint, Uri};
-use tonic::{Code, Status};
+
+pub use crate::call_error::CallError;
 
 /// What the coordinator answered to a registration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,66 +42,6 @@ const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct AddressError {
     addr: String,
     reason: String,
-}
-
-/// Why a call did not get an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    /// No answer in time, or the coordinator is not there.
-    #[error("coordinator unreachable: {0}")]
-    Unreachable(String),
-    /// The coordinator answered with an error.
-    #[error("coordinator refused the call: {code:?}: {message}")]
-    Refused {
-        /// The gRPC status code.
-        code: Code,
-        /// Its message.
-        message: String,
-    },
-}
-
-impl CallError {
-    pub(crate) fn from_status(s: Status) -> Self {
-        match s.code() {
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
-                CallError::Unreachable(s.message().to_owned())
-            }
-            code => CallError::Refused {
-                code,
-                message: s.message().to_owned(),
-            },
-        }
-    }
-
-    /// True when the coordinator does not know the job (it restarted and lost the
-    /// registration, for example).
-    pub fn is_not_found(&self) -> bool {
-        matches!(
-            self,
-            CallError::Refused {
-                code: Code::NotFound,
-                ..
-            }
-        )
-    }
-
-    /// True when the coordinator refused this process because another live process holds its
-    /// executor id or the job (FAILED_PRECONDITION), or another executor registered the same
-    /// job name (ALREADY_EXISTS): this process must run none of those jobs.
-    pub fn is_held_elsewhere(&self) -> bool {
-        matches!(
-            self,
-            CallError::Refused {
-                code: Code::FailedPrecondition | Code::AlreadyExists,
-                ..
-            }
-        )
-    }
-
-    /// True when the coordinator did not answer at all.
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, CallError::Unreachable(_))
-    }
 }
 
 /// A ShouldRun answer, in domain terms.
@@ -262,6 +204,24 @@ impl Coordinator {
             node_name: r.node_name,
             election: stamp_from_wire(r.election.as_ref()),
         })
+    }
+
+    /// Reports a skip the shim decided itself. A report the coordinator does not take is
+    /// logged at debug and dropped: the skip stands either way.
+    pub async fn report_skip_logged(
+        &self,
+        job: &str,
+        at_ms: i64,
+        kind: FiringKind,
+        reason: Reason,
+        msg: String,
+    ) {
+        if let Err(e) = self
+            .report_skip(job, at_ms, kind, kind.attempt(), reason, msg)
+            .await
+        {
+            tracing::debug!(job, error = %e, "could not report a skip");
+        }
     }
 
     /// Reports a run event; errors are returned for logging only.

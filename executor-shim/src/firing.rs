@@ -265,27 +265,6 @@ impl FiringContext {
             }
         }
     }
-
-    pub(crate) async fn report_skip(
-        &self,
-        job: &str,
-        at_ms: i64,
-        kind: FiringKind,
-        reason: Reason,
-        msg: String,
-    ) {
-        let attempt = match kind {
-            FiringKind::Retry { attempt } => attempt,
-            _ => 1,
-        };
-        if let Err(e) = self
-            .coordinator
-            .report_skip(job, at_ms, kind, attempt, reason, msg)
-            .await
-        {
-            tracing::debug!(job, error = %e, "could not report a skip");
-        }
-    }
 }
 
 /// The environment a run gets on top of the shim's own: the job's variables and the firing's
@@ -393,7 +372,8 @@ pub(crate) async fn run_sequence(
         {
             let msg = Reason::ConcurrencyPolicy.describe().to_owned();
             tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
-            ctx.report_skip(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+            ctx.coordinator
+                .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
                 .await;
             return;
         }
@@ -465,13 +445,15 @@ pub(crate) async fn run_sequence(
                     gate.message
                 );
                 if gate.local {
-                    ctx.report_skip(&job.name, at_ms, kind, gate.reason, gate.message)
+                    ctx.coordinator
+                        .report_skip_logged(&job.name, at_ms, kind, gate.reason, gate.message)
                         .await;
                 }
                 if matches!(kind, FiringKind::Retry { .. })
                     && matches!(gate.reason, Reason::NotLeader | Reason::NotOwner)
                 {
-                    crate::handoff::hand_off(&ctx, &job, at_ms, attempt, max_attempts).await;
+                    crate::handoff::hand_off(&ctx.coordinator, &job, at_ms, attempt, max_attempts)
+                        .await;
                 }
                 return;
             }
@@ -484,7 +466,8 @@ pub(crate) async fn run_sequence(
                         gate.message
                     );
                     tracing::warn!(job = job.name, attempt, "{msg}");
-                    ctx.report_skip(&job.name, at_ms, kind, gate.reason, msg)
+                    ctx.coordinator
+                        .report_skip_logged(&job.name, at_ms, kind, gate.reason, msg)
                         .await;
                     return;
                 }
@@ -624,7 +607,8 @@ async fn launch(
         Err(LaunchError::AlreadyRunning) => {
             let msg = Reason::ConcurrencyPolicy.describe().to_owned();
             tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
-            ctx.report_skip(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+            ctx.coordinator
+                .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
                 .await;
             None
         }

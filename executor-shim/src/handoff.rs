@@ -6,14 +6,13 @@
 
 use cronstable_core::{ClusterPolicy, FiringKind, JobSpec, Reason};
 
-use crate::client::CallError;
+use crate::client::{CallError, Coordinator};
 use crate::clock;
-use crate::firing::FiringContext;
 
 /// A retry learned that another node owns the job: hand the rest of the sequence over, or,
 /// without a shared store, abandon it with a WARNING and a cancelled record (RTY-04, RTY-05).
 pub(crate) async fn hand_off(
-    ctx: &FiringContext,
+    coordinator: &Coordinator,
     job: &JobSpec,
     at_ms: i64,
     attempt: u32,
@@ -29,8 +28,7 @@ pub(crate) async fn hand_off(
     // shim pauses before it asks), so the next attempt is due now on the new owner, not one
     // more backoff later.
     let next_at = clock::now_ms();
-    let transferred = match ctx
-        .coordinator
+    let transferred = match coordinator
         .handoff(&job.name, at_ms, attempt, remaining, next_at)
         .await
     {
@@ -48,12 +46,13 @@ pub(crate) async fn hand_off(
     };
     let msg = format!("retry abandoned: another node owns the job and {transferred}");
     tracing::warn!(job = job.name, attempt, remaining, "{msg}");
-    ctx.report_skip(
-        &job.name,
-        at_ms,
-        FiringKind::Retry { attempt },
-        Reason::NotOwner,
-        msg,
-    )
-    .await;
+    coordinator
+        .report_skip_logged(
+            &job.name,
+            at_ms,
+            FiringKind::Retry { attempt },
+            Reason::NotOwner,
+            msg,
+        )
+        .await;
 }

@@ -15,7 +15,8 @@
 //!   [`one_shot`] holds `@reboot` one-shots until the coordinator may decide them.
 //! - [`runner`]: spawning and supervising processes (process groups, timeouts, output tail).
 //! - [`client`]: the gRPC client, every call with a deadline; [`batch`] coalesces the
-//!   questions asked at one instant into `ShouldRunBatch`.
+//!   questions asked at one instant into `ShouldRunBatch`; [`call_error`] says why a call got
+//!   no answer.
 //! - [`session`]: registration and the Watch stream, reconnected with backoff; [`wakeups`]
 //!   routes its `RunDeferred` pushes.
 //! - [`election_memory`]: the election mode the coordinator last stated, for when it is away.
@@ -25,6 +26,7 @@
 //! - [`cli`]: logging setup and the host name, for the binaries.
 
 pub mod batch;
+pub mod call_error;
 pub mod cli;
 pub mod client;
 pub mod clock;
