@@ -81,6 +81,16 @@ impl HandoffRecord {
             ..self.clone()
         }
     }
+
+    /// The same record claimed by `token` at `now_ms` (a store that keeps the claim in the
+    /// record itself: etcd, Kubernetes).
+    pub fn claimed(&self, token: &str, now_ms: i64) -> Self {
+        Self {
+            claimed_by: Some(token.to_owned()),
+            claimed_at_ms: Some(now_ms),
+            ..self.unclaimed()
+        }
+    }
 }
 
 /// Makes claim tokens unique within this process.

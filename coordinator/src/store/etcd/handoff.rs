@@ -168,11 +168,7 @@ impl EtcdHandoffs {
         token: &str,
         now_ms: i64,
     ) -> Result<Option<Pending>, HandoffError> {
-        let record = HandoffRecord {
-            claimed_by: Some(token.to_owned()),
-            claimed_at_ms: Some(now_ms),
-            ..p.record.unclaimed()
-        };
+        let record = p.record.claimed(token, now_ms);
         let body = serde_json::to_vec(&record)
             .map_err(|e| fail(&format!("encoding the claim on {}", p.name), e))?;
         let what = format!("claiming the handoff record {}", p.name);

@@ -212,11 +212,7 @@ impl KubernetesHandoffs {
         token: &str,
         now_ms: i64,
     ) -> Result<Option<Pending>, HandoffError> {
-        let claimed = HandoffRecord {
-            claimed_by: Some(token.to_owned()),
-            claimed_at_ms: Some(now_ms),
-            ..p.record.unclaimed()
-        };
+        let claimed = p.record.claimed(token, now_ms);
         let value = encode(&claimed)?;
         let won = self
             .update("claiming a handoff record", |map| {
