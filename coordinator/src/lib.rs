@@ -198,17 +198,14 @@ pub async fn run(
     if config.state.store == config::StateStore::Etcd
         && let Some(etcd) = config.cluster.as_ref().and_then(|c| c.etcd.as_ref())
     {
-        let password = match &etcd.password {
-            Some(p) => Some(
-                p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
-                    .map_err(|e| {
-                        RunError::StateEtcd(store::etcd::ledger::LedgerEtcdError::Settings(
-                            format!("cluster.etcd.password: {e}"),
-                        ))
-                    })?,
-            ),
-            None => None,
-        };
+        let password = store::etcd::EtcdCredentials::from_env(etcd, &env)
+            .password()
+            .transpose()
+            .map_err(|e| {
+                RunError::StateEtcd(store::etcd::ledger::LedgerEtcdError::Settings(format!(
+                    "cluster.etcd.password: {e}"
+                )))
+            })?;
         store::etcd::ledger::open(etcd, password, &node_name, &state.ledger)
             .await
             .map_err(RunError::StateEtcd)?;

@@ -120,15 +120,19 @@ impl EtcdCredentials {
 
     /// Reads the files and the secret now.
     pub(crate) fn resolve(&self) -> EtcdAccess {
-        let password = match &self.password {
+        EtcdAccess::resolve(&self.config, self.password())
+    }
+
+    /// Reads `cluster.etcd.password` now: `None` when none is configured, `Some(Err)` naming
+    /// what failed.
+    pub(crate) fn password(&self) -> Option<Result<String, String>> {
+        match &self.password {
             PasswordSource::Resolved(p) => p.clone(),
-            // `None` when no password is configured, `Some(Err)` naming what failed.
             PasswordSource::Env(env) => self.config.password.as_ref().map(|p| {
                 p.resolve(&|k| env.get(k), &|f| std::fs::read_to_string(f))
                     .map_err(|e| e.to_string())
             }),
-        };
-        EtcdAccess::resolve(&self.config, password)
+        }
     }
 }
 
