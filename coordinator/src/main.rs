@@ -254,29 +254,25 @@ async fn reload_on_hangup(
 /// Loads `path` for a reload, logging why when it cannot be used: a missing file, a failed
 /// load task, or a file with errors (each on its own ERROR line, then a summary).
 async fn read_for_reload(path: &std::path::Path) -> Reload {
-    // load() reads a missing file as the defaults, which is right at a first start and wrong
-    // here: a file moved away must not switch a running node's election off.
-    if !path.exists() {
-        tracing::error!(
-            "config reload: {}: no such file; the running config stays",
-            path.display()
-        );
-        return Reload::Unusable;
-    }
-    let owned = path.to_owned();
-    // load_for_reload also refuses an empty document, which load() reads as the defaults.
-    match tokio::task::spawn_blocking(move || config::load_for_reload(&owned)).await {
-        Err(e) => {
+    match read_again(path).await {
+        ReadAgain::Missing => {
+            tracing::error!(
+                "config reload: {}: no such file; the running config stays",
+                path.display()
+            );
+            Reload::Unusable
+        }
+        ReadAgain::TaskFailed(e) => {
             tracing::error!("config reload: the load task failed ({e}); the running config stays");
             Reload::Unusable
         }
-        Ok(Ok(loaded)) => {
+        ReadAgain::Loaded(loaded) => {
             for w in &loaded.warnings {
                 tracing::warn!("{w}");
             }
             Reload::Config(Box::new(loaded.config))
         }
-        Ok(Err(errors)) => {
+        ReadAgain::Invalid(errors) => {
             for e in &errors.0 {
                 tracing::error!("{e}");
             }
@@ -290,43 +286,65 @@ async fn read_for_reload(path: &std::path::Path) -> Reload {
     }
 }
 
+/// The config file read again while the coordinator runs: for a reload, or at a stop, for
+/// what the next start will read. Each caller says in its own words why a file is unusable.
+enum ReadAgain {
+    Loaded(Box<config::Loaded>),
+    Missing,
+    TaskFailed(String),
+    Invalid(config::ConfigErrors),
+}
+
+async fn read_again(path: &std::path::Path) -> ReadAgain {
+    // load() reads a missing file as the defaults, which is right at a first start and wrong
+    // here: a file moved away must not switch a running node's election off, and the next
+    // start refuses it.
+    if !path.exists() {
+        return ReadAgain::Missing;
+    }
+    let owned = path.to_owned();
+    // load_for_reload also refuses an empty document, which load() reads as the defaults.
+    match tokio::task::spawn_blocking(move || config::load_for_reload(&owned)).await {
+        Err(e) => ReadAgain::TaskFailed(e.to_string()),
+        Ok(Ok(loaded)) => ReadAgain::Loaded(Box::new(loaded)),
+        Ok(Err(errors)) => ReadAgain::Invalid(errors),
+    }
+}
+
 /// Resolves on SIGTERM or SIGINT with what the config file says about the next start: its
 /// election mode, read again now (an edit made for the next start is on disk by the time the
 /// process is stopped to apply it). Unknown without a file, or when the file cannot be used.
 async fn stop_signal(path: Option<PathBuf>) -> cronstable_coordinator::Stop {
     shutdown_signal().await;
-    let next_mode = match path {
+    let Some(path) = path else {
         // Without --config every start is election off.
-        None => Some(config::Config::default().election_mode()),
-        // The next start refuses a missing file.
-        Some(path) if !path.exists() => {
+        let next_mode = Some(config::Config::default().election_mode());
+        return cronstable_coordinator::Stop { next_mode };
+    };
+    let next_mode = match read_again(&path).await {
+        ReadAgain::Loaded(loaded) => Some(loaded.config.election_mode()),
+        ReadAgain::Missing => {
             tracing::warn!(
                 file = %path.display(),
                 "stopping: the config file is gone; executors are told the election mode is unknown"
             );
             None
         }
-        Some(path) => {
-            let shown = path.display().to_string();
-            match tokio::task::spawn_blocking(move || config::load_for_reload(&path)).await {
-                Ok(Ok(loaded)) => Some(loaded.config.election_mode()),
-                Ok(Err(errors)) => {
-                    tracing::warn!(
-                        file = shown,
-                        errors = errors.0.len(),
-                        "stopping: the config file the next start would read has errors; \
-                         executors are told the election mode is unknown"
-                    );
-                    None
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        "stopping: could not read the config file again ({e}); executors are \
-                         told the election mode is unknown"
-                    );
-                    None
-                }
-            }
+        ReadAgain::Invalid(errors) => {
+            tracing::warn!(
+                file = %path.display(),
+                errors = errors.0.len(),
+                "stopping: the config file the next start would read has errors; executors are \
+                 told the election mode is unknown"
+            );
+            None
+        }
+        ReadAgain::TaskFailed(e) => {
+            tracing::warn!(
+                "stopping: could not read the config file again ({e}); executors are told the \
+                 election mode is unknown"
+            );
+            None
         }
     };
     cronstable_coordinator::Stop { next_mode }
