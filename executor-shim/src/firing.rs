@@ -17,7 +17,7 @@ use cronstable_core::{
 use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
-use crate::client::{CallError, Coordinator};
+use crate::client::{CallError, Coordinator, Registration};
 use crate::election_memory::ElectionMemory;
 use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
 use crate::source::LoadedJob;
@@ -132,6 +132,27 @@ impl FiringContext {
         }
     }
 
+    /// Registers `specs` with the coordinator and takes in the answer: standby when another
+    /// live process holds them; otherwise out of standby, with the registered job set and the
+    /// coordinator's election mode remembered. The session and a firing that found its job
+    /// forgotten both register through here.
+    pub(crate) async fn register(&self, specs: &[JobSpec]) -> Result<Registration, CallError> {
+        let registration = self.coordinator.register(specs).await;
+        match &registration {
+            Err(e) if e.is_held_elsewhere() => self.enter_standby(&e.to_string()),
+            Err(_) => {}
+            Ok(r) => {
+                self.leave_standby();
+                // The shim's own fingerprint of what it registered, compared with its current
+                // job set before an @reboot one-shot is asked about (crate::one_shot).
+                self.registered
+                    .send_replace(Some(cronstable_core::fingerprint::job_set_id(specs)));
+                self.remember(|m, now| m.registered(r.election, now));
+            }
+        }
+        registration
+    }
+
     /// Leaves standby (a registration was accepted); logs once per change.
     pub fn leave_standby(&self) {
         if self.standby.send_replace(None).is_some() {
@@ -174,17 +195,7 @@ impl FiringContext {
                 .iter()
                 .map(|j| (*j.spec).clone())
                 .collect();
-            let registration = self.coordinator.register(&specs).await;
-            if let Err(e) = &registration
-                && e.is_held_elsewhere()
-            {
-                self.enter_standby(&e.to_string());
-            }
-            if let Ok(registration) = registration {
-                self.leave_standby();
-                self.registered
-                    .send_replace(Some(cronstable_core::fingerprint::job_set_id(&specs)));
-                self.remember(|m, now| m.registered(registration.election, now));
+            if self.register(&specs).await.is_ok() {
                 self.reregister.notify_one();
                 answer = ask().await;
             }

@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cronstable_core::fingerprint::job_set_id;
 use cronstable_core::{FiringKind, JobSpec};
 use cronstable_proto::convert::stamp_from_wire;
 use cronstable_proto::v1 as pb;
@@ -34,25 +33,20 @@ pub async fn maintain(ctx: FiringContext, mut jobs: watch::Receiver<Arc<Vec<Load
             .iter()
             .map(|j| (*j.spec).clone())
             .collect();
-        match ctx.coordinator.register(&specs).await {
+        match ctx.register(&specs).await {
+            // In standby (see FiringContext::register): ask again to take over.
             Err(e) if e.is_held_elsewhere() => {
-                ctx.enter_standby(&e.to_string());
                 if !sleep_or_stop(&mut stopping, STANDBY_RETRY).await {
                     return;
                 }
                 continue;
             }
             Ok(registration) => {
-                ctx.leave_standby();
                 tracing::info!(
                     jobs = specs.len(),
                     job_set_id = registration.job_set_id,
                     "registered with the coordinator"
                 );
-                ctx.remember(|m, now| m.registered(registration.election, now));
-                // The shim's own fingerprint of what it registered, compared with its current
-                // job set before an @reboot one-shot is asked about (crate::one_shot).
-                ctx.registered.send_replace(Some(job_set_id(&specs)));
                 backoff = BACKOFF_START;
             }
             Err(e) => {
