@@ -23,7 +23,8 @@
 //! - [`deferred`]: deferred `@reboot` one-shots and the `RunDeferred` push.
 //! - [`reboot_ran`]: the `@reboot` one-shots this node's executors ran, for the backend to share.
 //! - [`ledger`]: per-job records of decisions and runs, their one record format
-//!   ([`ledger::codec`]); [`ledger::file`] keeps them on disk ([`store::etcd::ledger`] in etcd).
+//!   ([`ledger::codec`]) and the [`ledger::LedgerStore`] that keeps them beyond the process
+//!   ([`ledger::file`] on disk, [`store::etcd::ledger`] in etcd; [`store::ledger_for`] picks).
 //! - [`metrics`]: the Prometheus series of `GET /metrics`.
 //! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
 //! - [`state`]: the handles the request handlers share, and the gate: one firing from the view
@@ -141,12 +142,10 @@ pub enum RunError {
     /// The HTTP server failed.
     #[error("the HTTP server on web.listen failed: {0}")]
     Web(#[source] std::io::Error),
-    /// `state.path` could not be read or written.
+    /// The run ledger's store cannot be used: `state.path` cannot be read or written, or
+    /// `state.store: etcd`'s TLS files or password do not work.
     #[error(transparent)]
-    State(ledger::file::LedgerFileError),
-    /// `state.store: etcd` cannot be used (its TLS files or password do not work).
-    #[error(transparent)]
-    StateEtcd(store::etcd::ledger::LedgerEtcdError),
+    Ledger(ledger::LedgerStoreError),
     /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
     #[error("web.authToken: {0}")]
     AuthToken(#[source] config::SecretError),
@@ -192,23 +191,10 @@ pub async fn run(
         .with_handoffs(manager.handoffs.clone())
         .with_reboot_store(manager.reboot_store.clone())
         .reloadable();
-    if let Some(dir) = &config.state.path {
-        ledger::file::open(dir, &node_name, &state.ledger).map_err(RunError::State)?;
-    }
-    if config.state.store == config::StateStore::Etcd
-        && let Some(etcd) = config.cluster.as_ref().and_then(|c| c.etcd.as_ref())
-    {
-        let password = store::etcd::EtcdCredentials::from_env(etcd, &env)
-            .password()
-            .transpose()
-            .map_err(|e| {
-                RunError::StateEtcd(store::etcd::ledger::LedgerEtcdError::Settings(format!(
-                    "cluster.etcd.password: {e}"
-                )))
-            })?;
-        store::etcd::ledger::open(etcd, password, &node_name, &state.ledger)
+    if let Some(kept) = store::ledger_for(&config, &env) {
+        kept.open(&node_name, &state.ledger)
             .await
-            .map_err(RunError::StateEtcd)?;
+            .map_err(RunError::Ledger)?;
     }
     if let Some(jobs) = &config.jobs {
         // Registered before the backend starts, so the first job-set ID peers see covers them.

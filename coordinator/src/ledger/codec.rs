@@ -189,43 +189,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<Record> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// One record of every event kind.
-    pub(crate) fn records() -> Vec<Record> {
-        let base = |event| Record {
-            job: "backup".into(),
-            scheduled_at_ms: 1_000,
-            kind: FiringKind::Retry { attempt: 2 },
-            attempt: 2,
-            node: "n1".into(),
-            recorded_at_ms: 1_001,
-            event,
-        };
-        vec![
-            base(Event::Decided {
-                verdict: Verdict::Defer,
-                reason: Reason::NoQuorum,
-            }),
-            base(Event::Started { at_ms: 5, pid: 42 }),
-            base(Event::Finished(RunEnd {
-                started_at_ms: 5,
-                finished_at_ms: 9,
-                duration_ms: 4,
-                exit_code: None,
-                signal: Some(9),
-                timed_out: true,
-                output_tail: "line\nwith \"quotes\"".into(),
-            })),
-            base(Event::Skipped {
-                reason: Some(Reason::TooLate),
-                message: "late".into(),
-            }),
-            base(Event::HandedOff {
-                remaining_attempts: 3,
-                transferred: false,
-            }),
-        ]
-    }
+    use crate::ledger::conformance::records;
 
     #[test]
     fn every_event_round_trips_through_a_line() {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use tokio::sync::mpsc;
 
 use super::codec::{decode, encode};
-use crate::ledger::{Ledger, Record, WeakLedger};
+use crate::ledger::{Ledger, LedgerStore, LedgerStoreError, Record, WeakLedger};
 
 /// The file size past which the ledger is compacted.
 const COMPACT_AT: u64 = 32 * 1024 * 1024;
@@ -39,6 +39,32 @@ pub enum LedgerFileError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The ledger kept in files under a directory (`state.path`), one per node.
+#[derive(Debug, Clone)]
+pub struct FileLedger {
+    dir: PathBuf,
+}
+
+impl FileLedger {
+    /// The ledger files under `dir` (created at the first open).
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_owned(),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl LedgerStore for FileLedger {
+    fn store_name(&self) -> &'static str {
+        "file"
+    }
+
+    async fn open(&self, node: &str, ledger: &Ledger) -> Result<(), LedgerStoreError> {
+        open(&self.dir, node, ledger).map_err(|e| LedgerStoreError::from(Box::new(e) as Box<_>))
+    }
 }
 
 /// The file of `node`'s ledger under `dir`.
@@ -90,7 +116,7 @@ fn load(path: &Path, ledger: &Ledger) -> Result<(usize, usize), LedgerFileError>
 
 /// Opens (creating) `dir`, loads `node`'s ledger file into `ledger`, and starts the writer
 /// task that appends every later record. Call before anything records.
-pub fn open(dir: &Path, node: &str, ledger: &Ledger) -> Result<(), LedgerFileError> {
+fn open(dir: &Path, node: &str, ledger: &Ledger) -> Result<(), LedgerFileError> {
     std::fs::create_dir_all(dir).map_err(io_error(dir))?;
     let path = ledger_path(dir, node);
     let (loaded, skipped) = load(&path, ledger)?;
@@ -176,7 +202,7 @@ fn compact(path: &Path, ledger: &WeakLedger) -> std::io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::codec::tests::records;
+    use crate::ledger::conformance::{self, records};
 
     #[test]
     fn history_survives_a_restart_and_a_torn_line_costs_only_itself() {
@@ -198,5 +224,17 @@ mod tests {
     fn node_names_cannot_escape_the_directory() {
         let p = ledger_path(Path::new("/state"), "../../etc/x");
         assert_eq!(p, Path::new("/state/ledger-.._.._etc_x.jsonl"));
+    }
+
+    #[tokio::test]
+    async fn the_file_passes_the_ledger_store_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        conformance::history_is_read_back_by_the_next_start(&FileLedger::new(dir.path())).await;
+        let dir = tempfile::tempdir().unwrap();
+        conformance::a_reopened_ledger_goes_on_after_its_history(&FileLedger::new(dir.path()))
+            .await;
+        let dir = tempfile::tempdir().unwrap();
+        conformance::a_read_back_keeps_the_newest_records_per_job(&FileLedger::new(dir.path()))
+            .await;
     }
 }

@@ -6,6 +6,8 @@
 //! `/jobs/{name}/firings` view build on this type.
 
 pub mod codec;
+#[cfg(any(test, feature = "testkit"))]
+pub mod conformance;
 pub mod file;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -13,6 +15,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use cronstable_core::{FiringKind, Reason, Verdict};
+
+/// Where a node's ledger outlives the process: the `state.path` file ([`file::FileLedger`]) or
+/// etcd (`state.store: etcd`, [`crate::store::etcd::ledger::EtcdLedger`]). Both keep records in
+/// the one format of [`codec`] and pass the one suite in `ledger::conformance` (tests);
+/// [`crate::store::ledger_for`] picks the store from the config.
+#[tonic::async_trait]
+pub trait LedgerStore: Send + Sync {
+    /// The store's name for messages (`file`, `etcd`).
+    fn store_name(&self) -> &'static str;
+
+    /// Loads the history kept for `node` into `ledger` and starts the writer that keeps every
+    /// record appended from now on. Call before anything records. Only unusable settings are
+    /// an error: a store that cannot be read costs the history (a WARNING), never the start.
+    async fn open(&self, node: &str, ledger: &Ledger) -> Result<(), LedgerStoreError>;
+}
+
+/// Why a ledger store cannot be used; its message names the setting.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct LedgerStoreError(#[from] Box<dyn std::error::Error + Send + Sync + 'static>);
 
 /// How a run ended, as its executor reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]

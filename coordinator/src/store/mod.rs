@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use crate::cluster::ClusterBackend;
 use crate::config::cluster::{Backend, ClusterConfig};
+use crate::config::{Config, StateStore};
 use crate::lease::driver::LeaseBackend;
 use crate::lease::handoff::Handoffs;
 use crate::lease::reboot_store::RebootStore;
+use crate::ledger::LedgerStore;
 
 /// Everything the coordinator keeps in the shared store one cluster section names, built (not
 /// started) from one reading of its settings and credentials.
@@ -85,5 +87,25 @@ pub fn for_cluster(
             })
         }
         Backend::Gossip => None,
+    }
+}
+
+/// Where the run ledger outlives the process, as `state` says: the `state.path` files, the
+/// cluster's etcd (`state.store: etcd`, through the same credential source as every other
+/// etcd client), or nowhere (`None`: history is kept in memory only). The one place that
+/// matches on `state.store`.
+pub fn ledger_for(config: &Config, env: &crate::Environment) -> Option<Box<dyn LedgerStore>> {
+    match config.state.store {
+        StateStore::File => {
+            config.state.path.as_deref().map(|dir| {
+                Box::new(crate::ledger::file::FileLedger::new(dir)) as Box<dyn LedgerStore>
+            })
+        }
+        StateStore::Etcd => {
+            let etcd = config.cluster.as_ref()?.etcd.as_ref()?;
+            Some(Box::new(etcd::ledger::EtcdLedger::new(
+                etcd::EtcdCredentials::from_env(etcd, env),
+            )))
+        }
     }
 }

@@ -118,6 +118,11 @@ impl EtcdCredentials {
         }
     }
 
+    /// The `cluster.etcd` settings these credentials belong to.
+    pub(crate) fn config(&self) -> &EtcdConfig {
+        &self.config
+    }
+
     /// Reads the files and the secret now.
     pub(crate) fn resolve(&self) -> EtcdAccess {
         EtcdAccess::resolve(&self.config, self.password())

@@ -1,6 +1,8 @@
-//! The etcd ledger against a real etcd: the checks, here beside the code they reach into; the
-//! integration tier runs them against a real etcd process (`tests/tests/integration/
-//! etcd_ledger.rs`), so the coordinator's own unit tests need no etcd.
+//! The etcd ledger's own checks against a real etcd (what the shared suite in
+//! [`crate::ledger::conformance`] does not cover: an etcd down at start, pruning), here beside
+//! the code they reach into; the integration tier runs them and the suite against a real etcd
+//! process (`tests/tests/integration/etcd_ledger.rs`), so the coordinator's own unit tests
+//! need no etcd.
 
 use std::time::Duration;
 
@@ -8,7 +10,7 @@ use cronstable_core::{FiringKind, Reason, Verdict};
 
 use super::*;
 use crate::lease::conformance::{RealEtcd, etcd_config};
-use crate::ledger::{Event, RunEnd};
+use crate::ledger::Event;
 
 /// A ledger record of `job` at `at` on node n1.
 pub(crate) fn record(job: &str, at: i64, event: Event) -> Record {
@@ -40,59 +42,6 @@ async fn wait_for_keys(client: &mut Client, prefix: &EtcdLedgerPlace, n: i64) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("etcd never held {n} ledger keys under {}", prefix.prefix);
-}
-
-/// History survives a restart: what one coordinator recorded, the next one under the same
-/// node name reads back, in order; another node's records stay its own.
-pub async fn records_written_by_one_coordinator_are_read_back_by_the_next(etcd: &impl RealEtcd) {
-    let cfg = etcd_config(vec![etcd.endpoint()], 6);
-    let first = Ledger::new();
-    open(&cfg, None, "n1", &first).await.unwrap();
-    first.append(record(
-        "backup",
-        1_000,
-        Event::Decided {
-            verdict: Verdict::Run,
-            reason: Reason::Leader,
-        },
-    ));
-    first.append(record(
-        "backup",
-        1_000,
-        Event::Finished(RunEnd {
-            started_at_ms: 1_001,
-            finished_at_ms: 1_900,
-            duration_ms: 899,
-            exit_code: Some(0),
-            signal: None,
-            timed_out: false,
-            output_tail: "done\n".into(),
-        }),
-    ));
-    let other = Ledger::new();
-    open(&cfg, None, "n2", &other).await.unwrap();
-    other.append(record(
-        "report",
-        2_000,
-        Event::Skipped {
-            reason: Some(Reason::NotLeader),
-            message: "not the leader".into(),
-        },
-    ));
-    let mut client = Client::connect([etcd.endpoint()], None).await.unwrap();
-    let place = EtcdLedgerPlace::new("cronstable/leader", "n1");
-    wait_for_keys(&mut client, &place, 2).await;
-    wait_for_keys(
-        &mut client,
-        &EtcdLedgerPlace::new("cronstable/leader", "n2"),
-        1,
-    )
-    .await;
-
-    let second = Ledger::new();
-    open(&cfg, None, "n1", &second).await.unwrap();
-    assert_eq!(second.records("backup"), first.records("backup"));
-    assert!(second.records("report").is_empty(), "n2's records are n2's");
 }
 
 /// An etcd that is down at start costs the history, not the start; records made meanwhile

@@ -24,7 +24,8 @@ use tokio::sync::mpsc;
 
 use crate::config::cluster::EtcdConfig;
 use crate::ledger::codec::{decode, encode};
-use crate::ledger::{Ledger, Record, RunEnd};
+use crate::ledger::{Ledger, LedgerStore, LedgerStoreError, Record, RunEnd};
+use crate::store::etcd::EtcdCredentials;
 
 /// How long the start waits for the history.
 pub const LOAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -175,10 +176,48 @@ async fn load(
     }
 }
 
+/// The ledger kept in the etcd the cluster elects through, one prefix per node.
+#[derive(Debug, Clone)]
+pub struct EtcdLedger {
+    credentials: EtcdCredentials,
+}
+
+impl EtcdLedger {
+    /// The ledger in `cluster.etcd`'s etcd, reached with `credentials` (the store's one
+    /// source of its TLS files and password).
+    pub(crate) fn new(credentials: EtcdCredentials) -> Self {
+        Self { credentials }
+    }
+
+    /// The same with `config`'s TLS files and no password (tests).
+    pub fn without_password(config: &EtcdConfig) -> Self {
+        Self::new(EtcdCredentials::fixed(config, None))
+    }
+}
+
+#[tonic::async_trait]
+impl LedgerStore for EtcdLedger {
+    fn store_name(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn open(&self, node: &str, ledger: &Ledger) -> Result<(), LedgerStoreError> {
+        let failed = |e: LedgerEtcdError| LedgerStoreError::from(Box::new(e) as Box<_>);
+        let password = self.credentials.password().transpose().map_err(|e| {
+            failed(LedgerEtcdError::Settings(format!(
+                "cluster.etcd.password: {e}"
+            )))
+        })?;
+        open(self.credentials.config(), password, node, ledger)
+            .await
+            .map_err(failed)
+    }
+}
+
 /// Loads `node`'s history from etcd into `ledger` (bounded by [`LOAD_TIMEOUT`]) and starts
 /// the writer task that stores every later record. Call before anything records. Only
 /// unusable settings are an error; an unreachable etcd is a WARNING.
-pub async fn open(
+async fn open(
     config: &EtcdConfig,
     password: Option<String>,
     node: &str,
