@@ -63,8 +63,54 @@ pub struct Answer {
     pub firing_id: String,
     /// The coordinator's election mode when it answered (unknown from an older coordinator).
     pub election: ElectionStamp,
-    /// The answering coordinator's node name.
+    /// The answering coordinator's node name (empty when the shim decided alone).
     pub node_name: String,
+    /// Who decided: the coordinator, or the shim alone.
+    pub decided_by: DecidedBy,
+}
+
+/// Who made a firing's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// The coordinator answered `ShouldRun`.
+    Coordinator,
+    /// The shim decided alone: no coordinator answer (its memory or the no-manager rule), or a
+    /// job that left the job file while it was being asked about.
+    Shim,
+}
+
+impl Answer {
+    /// A decision the shim made alone, for a firing with the cluster-wide key `firing_id`.
+    pub fn decided_here(
+        verdict: Verdict,
+        reason: Reason,
+        message: String,
+        firing_id: String,
+        retry_after: Duration,
+    ) -> Self {
+        Self {
+            verdict,
+            reason: Some(reason),
+            message,
+            owner: String::new(),
+            fence: None,
+            retry_after,
+            firing_id,
+            election: ElectionStamp::default(),
+            node_name: String::new(),
+            decided_by: DecidedBy::Shim,
+        }
+    }
+
+    /// The shim decided alone, without a coordinator's answer.
+    pub fn is_local(&self) -> bool {
+        self.decided_by == DecidedBy::Shim
+    }
+
+    /// Why, as the shim acts on it: a reason newer than this shim counts as "no manager".
+    pub fn why(&self) -> Reason {
+        self.reason.unwrap_or(Reason::NoManager)
+    }
 }
 
 /// A handle on the coordinator. Cheap to clone; clones share one lazily-connected channel.
@@ -203,6 +249,7 @@ impl Coordinator {
             firing_id: r.firing_id,
             node_name: r.node_name,
             election: stamp_from_wire(r.election.as_ref()),
+            decided_by: DecidedBy::Coordinator,
         })
     }
 

@@ -17,7 +17,7 @@ use cronstable_core::{
 use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
-use crate::client::{CallError, Coordinator, Registration};
+use crate::client::{Answer, CallError, Coordinator, Registration};
 use crate::election_memory::ElectionMemory;
 use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
 use crate::source::LoadedJob;
@@ -68,21 +68,6 @@ pub struct FiringContext {
     /// executor id or its jobs on this node: the shim then runs nothing at all (not even
     /// EveryNode jobs, which that process runs), and the session keeps asking to take over.
     pub standby: Arc<watch::Sender<Option<String>>>,
-}
-
-/// The gate's answer as the shim acts on it.
-#[derive(Debug, Clone)]
-struct Gated {
-    verdict: Verdict,
-    reason: Reason,
-    message: String,
-    fence: Option<String>,
-    firing_id: String,
-    retry_after: Duration,
-    /// The node whose coordinator answered (empty when the shim decided alone).
-    node: String,
-    /// True when the shim decided by itself (no coordinator answer).
-    local: bool,
 }
 
 impl FiringContext {
@@ -183,7 +168,7 @@ impl FiringContext {
         }
     }
 
-    async fn ask(&self, job: &JobSpec, at_ms: i64, kind: FiringKind, attempt: u32) -> Gated {
+    async fn ask(&self, job: &JobSpec, at_ms: i64, kind: FiringKind, attempt: u32) -> Answer {
         let ask = || self.coordinator.should_run(&job.name, at_ms, kind, attempt);
         let mut answer = ask().await;
         if answer.as_ref().is_err_and(CallError::is_not_found) {
@@ -202,16 +187,13 @@ impl FiringContext {
             if answer.as_ref().is_err_and(CallError::is_not_found)
                 && !specs.iter().any(|s| s.name == job.name)
             {
-                return Gated {
-                    verdict: Verdict::Skip,
-                    reason: Reason::NotOwner,
-                    message: "the job was removed from the job file".into(),
-                    fence: None,
-                    firing_id: String::new(),
-                    retry_after: Duration::ZERO,
-                    node: String::new(),
-                    local: true,
-                };
+                return Answer::decided_here(
+                    Verdict::Skip,
+                    Reason::NotOwner,
+                    "the job was removed from the job file".into(),
+                    String::new(),
+                    Duration::ZERO,
+                );
             }
         }
         if let Err(e) = &answer
@@ -223,16 +205,7 @@ impl FiringContext {
         match answer {
             Ok(a) => {
                 self.remember(|m, now| m.answered(a.reason, a.election, now));
-                Gated {
-                    verdict: a.verdict,
-                    reason: a.reason.unwrap_or(Reason::NoManager),
-                    message: a.message,
-                    fence: a.fence,
-                    firing_id: a.firing_id,
-                    retry_after: a.retry_after,
-                    node: a.node_name,
-                    local: false,
-                }
+                a
             }
             Err(e) => {
                 // The memory speaks only for a coordinator that is away, not for one that
@@ -259,20 +232,17 @@ impl FiringContext {
                     verdict = local.verdict.as_str(),
                     "{what}; {rule}"
                 );
-                Gated {
-                    verdict: local.verdict,
-                    reason: if local.verdict == Verdict::Run {
+                Answer::decided_here(
+                    local.verdict,
+                    if local.verdict == Verdict::Run {
                         local.reason
                     } else {
                         Reason::CoordinatorUnreachable
                     },
-                    message: e.to_string(),
-                    fence: None,
-                    firing_id: firing_id(&self.job_set_id.borrow(), &job.name, at_ms),
-                    retry_after: Duration::from_secs(1),
-                    node: String::new(),
-                    local: true,
-                }
+                    e.to_string(),
+                    firing_id(&self.job_set_id.borrow(), &job.name, at_ms),
+                    Duration::from_secs(1),
+                )
             }
         }
     }
@@ -414,7 +384,7 @@ pub(crate) async fn run_sequence(
             // Refused as a second instance while asking: the other process runs this firing.
             return;
         }
-        if registered_before && !gate.local && !registered_now() {
+        if registered_before && !gate.is_local() && !registered_now() {
             // A reload landed while the question was in flight, so it was decided under the
             // job set the shim just left: ask again under the new one (RBT-07, RBT-21).
             tracing::info!(
@@ -425,7 +395,7 @@ pub(crate) async fn run_sequence(
         }
         if deferred_one_shot
             && kind == FiringKind::Reboot
-            && gate.local
+            && gate.is_local()
             && gate.verdict == Verdict::Skip
             && !ctx.jobs.borrow().iter().any(|j| j.spec.name == job.name)
         {
@@ -433,7 +403,7 @@ pub(crate) async fn run_sequence(
             // check above, which waits for the name to return (RBT-07).
             continue;
         }
-        if gate.local
+        if gate.is_local()
             && kind == FiringKind::Reboot
             && gate.verdict == Verdict::Skip
             && asked_from.elapsed() < REBOOT_PATIENCE
@@ -445,23 +415,24 @@ pub(crate) async fn run_sequence(
             }
             continue;
         }
+        let why = gate.why();
         match gate.verdict {
             Verdict::Skip => {
                 tracing::info!(
                     job = job.name,
                     scheduled_at = %scheduled_at,
                     attempt,
-                    reason = gate.reason.code(),
+                    reason = why.code(),
                     "skipped: {}",
                     gate.message
                 );
-                if gate.local {
+                if gate.is_local() {
                     ctx.coordinator
-                        .report_skip_logged(&job.name, at_ms, kind, gate.reason, gate.message)
+                        .report_skip_logged(&job.name, at_ms, kind, why, gate.message)
                         .await;
                 }
                 if matches!(kind, FiringKind::Retry { .. })
-                    && matches!(gate.reason, Reason::NotLeader | Reason::NotOwner)
+                    && matches!(why, Reason::NotLeader | Reason::NotOwner)
                 {
                     crate::handoff::hand_off(&ctx.coordinator, &job, at_ms, attempt, max_attempts)
                         .await;
@@ -478,13 +449,13 @@ pub(crate) async fn run_sequence(
                     );
                     tracing::warn!(job = job.name, attempt, "{msg}");
                     ctx.coordinator
-                        .report_skip_logged(&job.name, at_ms, kind, gate.reason, msg)
+                        .report_skip_logged(&job.name, at_ms, kind, why, msg)
                         .await;
                     return;
                 }
-                tracing::debug!(job = job.name, reason = gate.reason.code(), "deferred");
+                tracing::debug!(job = job.name, reason = why.code(), "deferred");
                 let pushed = match &wakeup {
-                    Some(w) if kind == FiringKind::Reboot && !gate.local => Some(w),
+                    Some(w) if kind == FiringKind::Reboot && !gate.is_local() => Some(w),
                     _ => None,
                 };
                 let resumed = match pushed {
@@ -542,7 +513,7 @@ async fn launch(
     scheduled_at: DateTime<Utc>,
     kind: FiringKind,
     attempt: u32,
-    gate: &Gated,
+    gate: &Answer,
 ) -> Option<Outcome> {
     let at_ms = scheduled_at.timestamp_millis();
     let launch = Launch {
@@ -555,7 +526,7 @@ async fn launch(
             &gate.firing_id,
             attempt,
             gate.fence.as_deref(),
-            &gate.node,
+            &gate.node_name,
         ),
         timeout: job.timeout,
         // Forbid is enforced again under the supervisor's lock: firings that were asked at the
@@ -572,7 +543,7 @@ async fn launch(
                 job = name,
                 pid,
                 attempt,
-                reason = gate.reason.code(),
+                reason = gate.why().code(),
                 "run started"
             );
             // Reported off the launch path so a slow coordinator never delays a job's start.
@@ -828,12 +799,16 @@ mod tests {
         assert!(ctx.election.borrow().election_off());
 
         let away = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
-        assert_eq!((away.verdict, away.local), (Verdict::Run, true), "{away:?}");
-        assert_eq!(away.reason, Reason::ElectionOff);
+        assert_eq!(
+            (away.verdict, away.is_local()),
+            (Verdict::Run, true),
+            "{away:?}"
+        );
+        assert_eq!(away.why(), Reason::ElectionOff);
 
         let refused = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
         assert_eq!(refused.verdict, Verdict::Skip, "{refused:?}");
-        assert_eq!(refused.reason, Reason::CoordinatorUnreachable);
+        assert_eq!(refused.why(), Reason::CoordinatorUnreachable);
 
         let answered = ctx.ask(&job, 0, FiringKind::Scheduled, 1).await;
         assert_eq!(answered.verdict, Verdict::Run, "{answered:?}");
