@@ -335,7 +335,7 @@ pub type ShutdownSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// What a backend is handed when it starts.
 pub struct BackendContext {
     /// Deferred `@reboot` one-shots this node's executors started (RBT-06).
-    pub reboot_ran: crate::reboot_ran::RebootRan,
+    pub reboot_ran: crate::reboot::ran::RebootRan,
     /// The node's view: the backend is its only writer.
     pub view: watch::Sender<ClusterView>,
     /// The registered job set (its ID is what gossip attests).

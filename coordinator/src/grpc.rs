@@ -316,14 +316,14 @@ impl Executor for ExecutorService {
                     .to_owned(),
             )
         } else {
-            let ask = crate::lease::handoff_resume::HandoffAsk {
+            let ask = crate::handoff::resume::HandoffAsk {
                 job: req.job.clone(),
                 scheduled_at_ms: req.scheduled_at_ms,
                 next_attempt: req.next_attempt,
                 remaining_attempts: req.remaining_attempts,
                 next_attempt_at_ms: req.next_attempt_at_ms,
             };
-            crate::lease::handoff_resume::write_handoff(&self.state, &ask, now_ms()).await
+            crate::handoff::resume::write_handoff(&self.state, &ask, now_ms()).await
         };
         self.state.record(Record {
             job: req.job.clone(),

@@ -14,24 +14,25 @@
 //! - [`status`]: the `GET /cluster` status blocks the backends publish with the view.
 //! - [`gossip`]: the gossip backend: mTLS `/peer` attestation and the quorum-gated election.
 //! - [`lease`]: the fenced lease election behind one driver (the [`lease::LeaseStore`] seam,
-//!   its conformance suite and in-memory store), with the `@reboot` records and retry handoffs
-//!   that live in the same stores.
+//!   its conformance suite and in-memory store), with the `@reboot` records that live in the
+//!   same stores and are read and written on its rounds.
+//! - [`handoff`]: retry handoff on the lease backends (the [`handoff::HandoffStore`] seam, its
+//!   bound, its suite, and the lease holder's resume task).
 //! - [`store`]: one folder per shared store (etcd, filesystem, Kubernetes), each implementing
 //!   every aspect kept in it and owning its connection, credentials, fake and tests.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
 //! - [`executors`]: which live process holds each executor id (one executor per job per node).
-//! - [`deferred`]: deferred `@reboot` one-shots and the `RunDeferred` push.
-//! - [`reboot_ran`]: the `@reboot` one-shots this node's executors ran, for the backend to share.
+//! - [`reboot`]: this node's `@reboot` bookkeeping: the one-shots its executors ran, for the
+//!   backend to share, and the deferred ones with their `RunDeferred` push.
 //! - [`ledger`]: per-job records of decisions and runs, their one record format
 //!   ([`ledger::codec`]) and the [`ledger::LedgerStore`] that keeps them beyond the process
 //!   ([`ledger::file`] on disk, [`store::etcd::ledger`] in etcd; [`store::ledger_for`] picks).
-//! - [`metrics`]: the Prometheus series of `GET /metrics`.
-//! - [`events`]: leadership and quorum edges, counted and sent to [`notify`]'s webhook.
+//! - [`observe`]: what the node shows about itself: the Prometheus series of `GET /metrics`,
+//!   leadership and quorum edges sent to the `notify:` webhook, and the per-job run summaries
+//!   with their next fire.
 //! - [`state`]: the handles the request handlers share, and the gate: one firing from the view
 //!   to the answer ([`state::CoordinatorState::should_run`]).
 //! - [`reload`]: applying a reloaded config to a running coordinator; owns the backend.
-//! - [`summary`]: the per-job run summary a node shows the fleet; [`next_fire`] the next
-//!   nominal instants it shows.
 //! - [`clock`]: the one wall-clock read, and [`clock::Now`], one reading of both clocks.
 //! - [`grpc`]: the `cronstable.v1.Executor` service; the only code that sees prost types.
 //! - [`web`]: the HTTP API and dashboard; the only code that sees axum types.
@@ -42,25 +43,21 @@
 pub mod clock;
 pub mod cluster;
 pub mod config;
-pub mod deferred;
 pub mod demo;
-pub mod events;
 pub mod executors;
 pub mod gossip;
 pub mod grpc;
+pub mod handoff;
 pub mod jobs;
 pub mod lease;
 pub mod ledger;
 pub mod listeners;
-pub mod metrics;
-pub mod next_fire;
-pub mod notify;
-pub mod reboot_ran;
+pub mod observe;
+pub mod reboot;
 pub mod reload;
 pub mod state;
 pub mod status;
 pub mod store;
-pub mod summary;
 pub mod verify;
 pub mod web;
 
@@ -185,7 +182,11 @@ pub async fn run(
     // With a cluster section the node starts in Election::Starting, never election-off: until
     // its backend publishes a first view it does not know enough to act.
     let (view_tx, view_rx) = watch::channel(manager.backend.initial_view());
-    let notifier = config.notify.webhook.clone().map(notify::Notifier::start);
+    let notifier = config
+        .notify
+        .webhook
+        .clone()
+        .map(observe::notify::Notifier::start);
     let (state, live_tx) = CoordinatorState::new(view_rx.clone())
         .with_notifier(notifier)
         .with_handoffs(manager.handoffs.clone())
@@ -222,7 +223,7 @@ pub async fn run(
         web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
         "coordinator listening"
     );
-    let roles_task = crate::spawn(events::watch_roles(
+    let roles_task = crate::spawn(observe::events::watch_roles(
         view_rx,
         state.metrics.clone(),
         {
@@ -233,7 +234,10 @@ pub async fn run(
         stopped(),
     ));
     // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
-    let deferred_task = crate::spawn(deferred::push::push_when_ready(state.clone(), stopped()));
+    let deferred_task = crate::spawn(reboot::deferred::push::push_when_ready(
+        state.clone(),
+        stopped(),
+    ));
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(

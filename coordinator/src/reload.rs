@@ -44,11 +44,12 @@ use tokio::task::JoinHandle;
 use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election};
 use crate::config::cluster::ClusterConfig;
 use crate::config::{Config, SecretError, SecretSource, StateStore};
-use crate::lease::handoff::Handoffs;
+use crate::handoff::Handoffs;
 use crate::lease::reboot_store::RebootStore;
+use crate::observe::notify;
 use crate::state::{CoordinatorState, LiveHandles};
 use crate::web::AuthToken;
-use crate::{Environment, RunError, lease, notify};
+use crate::{Environment, RunError, handoff};
 
 /// How long an aborted backend task may take to end before the stop counts as failed.
 const ABORT_WAIT: Duration = Duration::from_secs(5);
@@ -368,16 +369,12 @@ impl Supervisor {
         let handoff_task = handoffs.map(|h| {
             let own = own_tx.subscribe();
             let global = self.stop.clone();
-            crate::spawn(lease::handoff_resume::run(
-                h,
-                self.state.clone(),
-                async move {
-                    tokio::select! {
-                        () = crate::stop_requested(global) => {}
-                        () = crate::stop_requested(own) => {}
-                    }
-                },
-            ))
+            crate::spawn(handoff::resume::run(h, self.state.clone(), async move {
+                tokio::select! {
+                    () = crate::stop_requested(global) => {}
+                    () = crate::stop_requested(own) => {}
+                }
+            }))
         });
         self.running = Some(Running {
             name,

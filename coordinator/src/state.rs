@@ -14,9 +14,9 @@ use crate::clock::Now;
 use crate::cluster::{ClusterView, Election};
 use crate::jobs::JobRegistry;
 use crate::ledger::{Event, Ledger, Record};
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
-use crate::reboot_ran::RebootRan;
+use crate::observe::metrics::Metrics;
+use crate::observe::notify::Notifier;
+use crate::reboot::ran::RebootRan;
 
 /// The election mode a view stands for, as executors are told it.
 fn election_mode(election: &Election) -> ElectionMode {
@@ -125,7 +125,7 @@ pub struct LiveHandles {
     /// The `notify:` webhook, when configured: told about failed runs and role edges.
     pub notifier: Option<Notifier>,
     /// The shared store's handoff records, on a backend that has them (RTY-04).
-    pub handoffs: Option<crate::lease::handoff::Handoffs>,
+    pub handoffs: Option<crate::handoff::Handoffs>,
     /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
     /// one-shot's record is written there before it is answered RUN (RBT-22).
     pub reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
@@ -153,7 +153,7 @@ pub struct CoordinatorState {
     /// Deferred `@reboot` one-shots this node's executors started, for the backend to share.
     pub reboot_ran: RebootRan,
     /// Deferred `@reboot` one-shots executors wait on, for the `RunDeferred` push.
-    pub deferred: crate::deferred::DeferredOneShots,
+    pub deferred: crate::reboot::deferred::DeferredOneShots,
     /// The handles a config reload replaces. Read-only here: the one writer is the reload
     /// task that [`Self::reloadable`] hands the sender to.
     live: watch::Receiver<Arc<LiveHandles>>,
@@ -173,7 +173,7 @@ impl CoordinatorState {
             ledger: Ledger::new(),
             metrics: Metrics::new(),
             reboot_ran: RebootRan::new(),
-            deferred: crate::deferred::DeferredOneShots::new(),
+            deferred: crate::reboot::deferred::DeferredOneShots::new(),
             live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
@@ -190,7 +190,7 @@ impl CoordinatorState {
     }
 
     /// Hands retry sequences off through `handoffs` (a lease backend's shared store).
-    pub fn with_handoffs(self, handoffs: Option<crate::lease::handoff::Handoffs>) -> Self {
+    pub fn with_handoffs(self, handoffs: Option<crate::handoff::Handoffs>) -> Self {
         self.with_live(|l| l.handoffs = handoffs)
     }
 
@@ -227,7 +227,7 @@ impl CoordinatorState {
     }
 
     /// The shared store's handoff records, on a backend that has them (RTY-04).
-    pub fn handoffs(&self) -> Option<crate::lease::handoff::Handoffs> {
+    pub fn handoffs(&self) -> Option<crate::handoff::Handoffs> {
         self.live.borrow().handoffs.clone()
     }
 

@@ -11,7 +11,7 @@ use cronstable_coordinator::gossip::certgen::TestCa;
 use cronstable_coordinator::gossip::{GossipBackend, GossipSettings};
 use cronstable_coordinator::jobs::JobRegistry;
 use cronstable_coordinator::ledger::Ledger;
-use cronstable_coordinator::reboot_ran::RebootRan;
+use cronstable_coordinator::reboot::ran::RebootRan;
 use tokio::sync::watch;
 
 struct Node {

@@ -43,9 +43,9 @@ use crate::cluster::{
 };
 use crate::config::address::HostPort;
 use crate::config::cluster::{ClusterConfig, ObservabilityConfig, TlsPaths};
-use crate::reboot_ran::LearnedRebootRan;
+use crate::observe::summary::RunSummaries;
+use crate::reboot::ran::LearnedRebootRan;
 use crate::status::{ClusterStatus, GossipStatus, PeerRow};
-use crate::summary::RunSummaries;
 
 /// The longest gap between two checks of the TLS files (ROT-01: at least once a minute).
 const ROTATION_CHECK_MAX: Duration = Duration::from_secs(60);

@@ -462,7 +462,7 @@ impl RecordsClient for &RebootStore {
 async fn records_step(
     store: &mut impl RecordsClient,
     records: &mut super::reboot_records::RebootRecords,
-    own: &crate::reboot_ran::RebootRan,
+    own: &crate::reboot::ran::RebootRan,
     set_id: &str,
 ) {
     let pending = records.unwritten(set_id, own);
@@ -494,7 +494,7 @@ pub fn spawn(
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (job_tx, job_rx) = tokio::sync::watch::channel(Arc::default());
     let ctx = BackendContext {
-        reboot_ran: crate::reboot_ran::RebootRan::new(),
+        reboot_ran: crate::reboot::ran::RebootRan::new(),
         view: tx,
         job_set: job_rx,
         ledger: crate::ledger::Ledger::new(),

@@ -18,12 +18,6 @@
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;
-pub mod handoff;
-#[cfg(any(test, feature = "testkit"))]
-pub mod handoff_conformance;
-pub mod handoff_resume;
-#[cfg(test)]
-mod handoff_tests;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod reboot_records;

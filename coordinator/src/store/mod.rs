@@ -13,8 +13,8 @@ use std::sync::Arc;
 use crate::cluster::ClusterBackend;
 use crate::config::cluster::{Backend, ClusterConfig};
 use crate::config::{Config, StateStore};
+use crate::handoff::Handoffs;
 use crate::lease::driver::LeaseBackend;
-use crate::lease::handoff::Handoffs;
 use crate::lease::reboot_store::RebootStore;
 use crate::ledger::LedgerStore;
 

@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use super::WebState;
 use crate::gossip::node_stats::PeerNodeStats;
+use crate::observe::summary::{RunSummaries, to_json};
 use crate::status::ClusterStatus;
-use crate::summary::{RunSummaries, to_json};
 
 /// `GET /fleet`.
 pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {

@@ -23,8 +23,8 @@ use axum::{Json, Router};
 use serde_json::json;
 
 use crate::clock::now_ms;
-use crate::metrics::Metrics;
-use crate::next_fire::NextFires;
+use crate::observe::metrics::Metrics;
+use crate::observe::next_fire::NextFires;
 use crate::state::{CoordinatorState, ManualStartError};
 
 pub use auth::{AuthToken, AuthTokens};
@@ -36,7 +36,7 @@ pub use node::NodeStats;
 pub(crate) struct WebState {
     core: CoordinatorState,
     node: Arc<NodeStats>,
-    schedules: Arc<crate::next_fire::ScheduleCache>,
+    schedules: Arc<crate::observe::next_fire::ScheduleCache>,
     list: Arc<cache::ListCache>,
     next_fires: Arc<std::sync::Mutex<NextFires>>,
 }

@@ -1,10 +1,10 @@
 //! Handoff records and `@reboot` records on a real etcd: the handoff checks every store passes
-//! (`cronstable_coordinator::lease::handoff_conformance`; the unit tests run them on the
+//! (`cronstable_coordinator::handoff::conformance`; the unit tests run them on the
 //! filesystem store), and the @reboot records' own client round trip (RBT-21).
 
 use std::collections::BTreeSet;
 
-use cronstable_coordinator::lease::handoff_conformance as handoff;
+use cronstable_coordinator::handoff::conformance as handoff;
 use cronstable_coordinator::lease::reboot_store::RebootStore;
 use cronstable_coordinator::store::etcd::EtcdStore;
 use cronstable_tests::etcd::{Etcd, etcd_config};

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::cluster::RebootRanRecord;
-use crate::reboot_ran::RebootRan;
+use crate::reboot::ran::RebootRan;
 
 /// How often the store's records are read again without a leadership change (LSE-FS-09).
 pub const REREAD_EVERY: Duration = Duration::from_secs(60);

@@ -18,7 +18,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp};
 
 use super::{EtcdAccess, EtcdCredentials};
 use crate::config::cluster::EtcdConfig;
-use crate::lease::handoff::{
+use crate::handoff::{
     HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending, serialised_handoff_store,
 };
 

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::handoff::conformance::record;
 use crate::lease::conformance::etcd_config;
-use crate::lease::handoff_conformance::record;
 use crate::store::etcd::handoff::EtcdHandoffs;
 
 #[tokio::test]
@@ -19,5 +19,5 @@ async fn rty_05_an_unreachable_etcd_fails_the_write_within_its_bound() {
         EtcdHandoffs::without_password(&etcd_config(vec![format!("http://127.0.0.1:{port}")], 6));
     let took = tokio::time::Instant::now();
     assert!(h.write(&record("backup", 1, 1)).await.is_err());
-    assert!(took.elapsed() <= crate::lease::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
+    assert!(took.elapsed() <= crate::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
 }

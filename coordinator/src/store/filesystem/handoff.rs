@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::cluster::FilesystemConfig;
-use crate::lease::handoff::{HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending};
+use crate::handoff::{HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending};
 
 /// What separates a record's file name from the claim token in a claimed file's name.
 const CLAIMED: &str = ".claimed-";

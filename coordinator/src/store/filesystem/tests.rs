@@ -264,10 +264,10 @@ async fn fs_conformance_rbt_21_reboot_records_round_trip() {
 /// The handoff records in the shared directory: the documented format, a claim that succeeds
 /// exactly once, and failures that name the path (RTY-04, RTY-05).
 mod handoffs {
-    use crate::lease::conformance::fs_config;
-    use crate::lease::handoff_conformance::{
+    use crate::handoff::conformance::{
         a_claim_whose_answer_was_lost_is_resumed, claims_exactly_once, record,
     };
+    use crate::lease::conformance::fs_config;
     use crate::store::filesystem::handoff::FilesystemHandoffs;
 
     #[tokio::test]

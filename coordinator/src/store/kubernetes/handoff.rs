@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Call, KubernetesStore};
 use crate::config::cluster::KubernetesConfig;
-use crate::lease::handoff::{
+use crate::handoff::{
     HandoffError, HandoffRecord, HandoffStore, Handoffs, Pending, serialised_handoff_store,
 };
 use crate::store::kubernetes::api::K8sEnv;

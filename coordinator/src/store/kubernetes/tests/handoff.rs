@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::lease::handoff_conformance::{
+use crate::handoff::conformance::{
     a_claim_whose_answer_was_lost_is_resumed, claims_exactly_once, record,
 };
 use crate::store::kubernetes::handoff::KubernetesHandoffs;
@@ -115,6 +115,6 @@ async fn rty_05_kubernetes_writes_survive_a_race_and_fail_in_time_when_down() {
     fake.set_down(true);
     let took = tokio::time::Instant::now();
     let e = h.write(&record("late", 3_000, 10)).await.unwrap_err();
-    assert!(took.elapsed() <= crate::lease::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
+    assert!(took.elapsed() <= crate::handoff::WRITE_TIMEOUT + Duration::from_millis(500));
     assert!(!e.to_string().is_empty());
 }

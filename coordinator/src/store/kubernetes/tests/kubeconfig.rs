@@ -217,7 +217,7 @@ async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (_job_tx, job_rx) = tokio::sync::watch::channel(std::sync::Arc::default());
     let ctx = BackendContext {
-        reboot_ran: crate::reboot_ran::RebootRan::new(),
+        reboot_ran: crate::reboot::ran::RebootRan::new(),
         view: tx,
         job_set: job_rx,
         ledger: crate::ledger::Ledger::new(),

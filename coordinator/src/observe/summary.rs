@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::gossip::wire::{JobSummary, LastRun};
 use crate::jobs::JobSet;
 use crate::ledger::{Event, Ledger, RunStatus};
-use crate::next_fire::{NextFires, ScheduleCache};
+use crate::observe::next_fire::{NextFires, ScheduleCache};
 
 fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)

@@ -6,7 +6,7 @@
 //!   They are computed from the status block at scrape time, so a scrape can never disagree
 //!   with `/cluster` read at the same moment, and nothing has to keep them in step.
 //! - **Counters and a histogram** that only accumulate: leadership and quorum transitions
-//!   (counted by the event watcher in [`crate::events`]) and the per-job firing, run, skip and
+//!   (counted by the event watcher in [`crate::observe::events`]) and the per-job firing, run, skip and
 //!   duration series, fed from every ledger record through [`Metrics::observe`].
 //!
 //! The `prometheus` crate is used (not `prometheus-client`) because it writes the classic text

@@ -16,8 +16,8 @@ use tokio::time::Instant;
 use crate::clock::now_ms;
 use crate::cluster::{ClusterView, Election};
 use crate::config::NotifyEvent;
-use crate::metrics::Metrics;
-use crate::notify::Notifier;
+use crate::observe::metrics::Metrics;
+use crate::observe::notify::Notifier;
 
 /// How often the view is judged even when no new snapshot arrives.
 const RECHECK: Duration = Duration::from_secs(1);

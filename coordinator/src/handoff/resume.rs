@@ -1,7 +1,7 @@
 //! Both ends of a retry handoff inside the coordinator: the old owner's `Handoff` write, and the
 //! lease holder's task that finds records and resumes them on its own executors (RTY-04).
 //!
-//! The resume task runs beside the lease driver, not inside it (see [`super::handoff`]). Every
+//! The resume task runs beside the lease driver, not inside it (see [`crate::handoff`]). Every
 //! [`SCAN_EVERY`], while this node leads, it lists the records and for each one:
 //!
 //! - older than [`RECORD_EXPIRY`], claimed or not: removes it, logs a WARNING and writes a
@@ -24,7 +24,7 @@ use std::future::Future;
 
 use cronstable_core::{FiringKind, Reason};
 
-use super::handoff::{HandoffRecord, Handoffs, Pending, RECORD_EXPIRY, SCAN_EVERY, claim_token};
+use super::{HandoffRecord, Handoffs, Pending, RECORD_EXPIRY, SCAN_EVERY, claim_token};
 use crate::cluster::Election;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};

@@ -5,10 +5,10 @@
 
 use cronstable_core::{FiringKind, JobSpec, Reason};
 
-use super::conformance::fs_config;
-use super::handoff::{Handoffs, RECORD_EXPIRY};
-use super::handoff_conformance::{leading_state, record};
-use super::handoff_resume::{InFlight, scan_once};
+use super::conformance::{leading_state, record};
+use super::resume::{InFlight, scan_once};
+use super::{Handoffs, RECORD_EXPIRY};
+use crate::lease::conformance::fs_config;
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};
 use crate::store::filesystem::handoff::FilesystemHandoffs;

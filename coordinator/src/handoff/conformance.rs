@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use cronstable_core::{FiringKind, JobSpec, Reason};
 
-use super::conformance::{RealEtcd, etcd_config};
-use super::handoff::{HandoffRecord, Handoffs};
-use super::handoff_resume::{InFlight, scan_once};
+use super::resume::{InFlight, scan_once};
+use super::{HandoffRecord, Handoffs};
 use crate::cluster::{ClusterView, Election, ManagedView};
+use crate::lease::conformance::{RealEtcd, etcd_config};
 use crate::ledger::{Event, Record};
 use crate::state::{CoordinatorState, Instruction};
 use crate::store::etcd::handoff::EtcdHandoffs;

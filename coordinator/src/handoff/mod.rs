@@ -17,8 +17,9 @@
 //! is the harm a Leader job must not suffer.
 //!
 //! Each store implements [`HandoffStore`] in its folder under [`crate::store`]; [`Handoffs`]
-//! bounds every call. The handoff part has its own store client ([`Handoffs`]) instead of going through the lease
-//! driver: the driver's rounds stay exactly as timed as before, a slow handoff write can never
+//! bounds every call; `handoff::conformance` (tests) is the suite every store passes, and [`resume`]
+//! is the lease holder's task that claims records and resumes their sequences. The handoff part
+//! has its own store client ([`Handoffs`]) instead of going through the lease driver: the driver's rounds stay exactly as timed as before, a slow handoff write can never
 //! delay a renewal, and the gRPC handler needs no channel into the driver task. The cost is one
 //! more connection per coordinator (etcd) or a few more file operations (filesystem).
 //!
@@ -32,6 +33,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+#[cfg(any(test, feature = "testkit"))]
+pub mod conformance;
+pub mod resume;
+#[cfg(test)]
+mod tests;
 
 /// The bound on one handoff write (the shim's `Handoff` call waits for it).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(3);
