@@ -87,32 +87,18 @@ impl Executor for Echo {
     }
 }
 
-async fn serve<S>(svc: S) -> String
-where
-    S: tonic::codegen::Service<
-            http::Request<tonic::body::Body>,
-            Response = http::Response<tonic::body::Body>,
-            Error = std::convert::Infallible,
-        > + tonic::server::NamedService
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
+/// Serves `router` on a loopback port; returns its URL.
+async fn serve(router: tonic::transport::server::Router) -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
-    tokio::spawn(
-        Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(incoming),
-    );
+    tokio::spawn(router.serve_with_incoming(incoming));
     format!("http://{addr}")
 }
 
 async fn measure(
     url: &str,
+    token: Option<&'static str>,
     concurrency: usize,
     for_how_long: Duration,
 ) -> (Duration, Duration, f64) {
@@ -138,6 +124,11 @@ async fn measure(
                     attempt: 1,
                     ..Default::default()
                 };
+                let mut req = tonic::Request::new(req);
+                if let Some(token) = token {
+                    let value = format!("Bearer {token}").parse().unwrap();
+                    req.metadata_mut().insert("authorization", value);
+                }
                 let t = Instant::now();
                 client.should_run(req).await.unwrap();
                 samples.push(t.elapsed());
@@ -175,15 +166,33 @@ async fn main() {
             vec![JobSpec::new("charge-cards", "0 * * * *", "./charge.sh")],
         )
         .unwrap();
-    let coordinator = serve(cronstable_coordinator::grpc::service(state)).await;
-    let echo = serve(ExecutorServer::new(Echo)).await;
+    let open = tokio::sync::watch::channel(None).1;
+    let coordinator = serve(
+        Server::builder().add_service(cronstable_coordinator::grpc::service(state.clone(), open)),
+    )
+    .await;
+    // The same coordinator behind api.authToken: the token check's cost per call.
+    const TOKEN: &str = "a-32-byte-api-token-for-the-bench";
+    let guarded = tokio::sync::watch::channel(Some(std::sync::Arc::new(
+        cronstable_coordinator::token::AuthToken::new(TOKEN),
+    )))
+    .1;
+    let with_token =
+        serve(Server::builder().add_service(cronstable_coordinator::grpc::service(state, guarded)))
+            .await;
+    let echo = serve(Server::builder().add_service(ExecutorServer::new(Echo))).await;
     println!("| server | concurrency | p50 | p99 | calls/s |");
     println!("|---|---|---|---|---|");
     for concurrency in [1, 64] {
-        for (name, url) in [("tonic echo", &echo), ("ShouldRun", &coordinator)] {
+        for (name, url, token) in [
+            ("tonic echo", &echo, None),
+            ("ShouldRun", &coordinator, None),
+            ("ShouldRun + api.authToken", &with_token, Some(TOKEN)),
+        ] {
             // Warm up the connection and allocator before measuring.
-            measure(url, concurrency, Duration::from_millis(300)).await;
-            let (p50, p99, rate) = measure(url, concurrency, Duration::from_secs(secs)).await;
+            measure(url, token, concurrency, Duration::from_millis(300)).await;
+            let (p50, p99, rate) =
+                measure(url, token, concurrency, Duration::from_secs(secs)).await;
             println!("| {name} | {concurrency} | {p50:?} | {p99:?} | {rate:.0} |");
         }
     }

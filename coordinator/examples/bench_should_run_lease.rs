@@ -29,7 +29,7 @@ async fn serve(state: CoordinatorState) -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
-    let svc = cronstable_coordinator::grpc::service(state);
+    let svc = cronstable_coordinator::grpc::service(state, tokio::sync::watch::channel(None).1);
     tokio::spawn(
         Server::builder()
             .add_service(svc)

@@ -14,6 +14,7 @@ use cronstable_proto::convert::{
 use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_server::{Executor, ExecutorServer};
 use tokio_stream::Stream;
+use tonic::service::{Interceptor, interceptor::InterceptedService};
 use tonic::{Request, Response, Status};
 
 use crate::clock::{Now, now_ms};
@@ -21,6 +22,7 @@ use crate::executors::{HeldByOther, Instance, is_config_executor};
 use crate::jobs::RegisterError;
 use crate::ledger::{Event, Record, RunEnd};
 use crate::state::{CoordinatorState, Instruction, ManualStartError};
+use crate::token::AuthTokens;
 
 /// The most firings one `ShouldRunBatch` call may carry.
 const MAX_BATCH: usize = 10_000;
@@ -28,9 +30,53 @@ const MAX_BATCH: usize = 10_000;
 /// How long a DEFER asks the executor to wait before asking again.
 const DEFER_HINT_MS: u64 = 1_000;
 
-/// The tonic service for [`CoordinatorState`].
-pub fn service(state: CoordinatorState) -> ExecutorServer<ExecutorService> {
-    ExecutorServer::new(ExecutorService { state })
+/// The tonic service for [`CoordinatorState`], behind `api.authToken` (the latest on `tokens`).
+pub fn service(
+    state: CoordinatorState,
+    tokens: AuthTokens,
+) -> InterceptedService<ExecutorServer<ExecutorService>, ApiAuth> {
+    let auth = ApiAuth {
+        tokens,
+        metrics: state.metrics.clone(),
+    };
+    ExecutorServer::with_interceptor(ExecutorService { state }, auth)
+}
+
+/// Checks `api.authToken` before any call reaches the service: a call without the token, or
+/// with another one, is `UNAUTHENTICATED` with a reason, counted in
+/// `cronstable_api_unauthenticated_total{api="grpc"}`. With no token configured every call
+/// passes (the API is then as open as its listener; `validate-config` warns when that is
+/// beyond this host).
+#[derive(Debug, Clone)]
+pub struct ApiAuth {
+    tokens: AuthTokens,
+    metrics: crate::observe::metrics::Metrics,
+}
+
+impl Interceptor for ApiAuth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let refusal = {
+            let token = self.tokens.borrow();
+            let Some(token) = token.as_ref() else {
+                return Ok(request);
+            };
+            match request
+                .metadata()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(crate::token::bearer)
+            {
+                Some(presented) if token.matches(presented) => return Ok(request),
+                Some(_) => "the bearer token is not this coordinator's api.authToken",
+                None => {
+                    "this coordinator's API needs api.authToken: send the metadata \
+                     'authorization: Bearer <token>'"
+                }
+            }
+        };
+        self.metrics.unauthenticated("grpc");
+        Err(Status::unauthenticated(refusal))
+    }
 }
 
 /// Implements `cronstable.v1.Executor`.

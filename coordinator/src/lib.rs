@@ -58,6 +58,7 @@ pub mod reload;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod token;
 pub mod verify;
 pub mod web;
 
@@ -146,6 +147,9 @@ pub enum RunError {
     /// `web.authToken` could not be resolved (an unset variable, an unreadable or empty file).
     #[error("web.authToken: {0}")]
     AuthToken(#[source] config::SecretError),
+    /// `api.authToken` could not be resolved.
+    #[error("api.authToken: {0}")]
+    ApiToken(#[source] config::SecretError),
 }
 
 /// How a coordinator was told to stop, and what it knows of its next start.
@@ -179,6 +183,8 @@ pub async fn run(
     let manager = reload::Manager::build(config.cluster.as_ref(), &node_name, &env)?;
     let auth_token =
         reload::resolve_token(config.web.auth_token.as_ref(), &env).map_err(RunError::AuthToken)?;
+    let api_token =
+        reload::resolve_token(config.api.auth_token.as_ref(), &env).map_err(RunError::ApiToken)?;
     // With a cluster section the node starts in Election::Starting, never election-off: until
     // its backend publishes a first view it does not know enough to act.
     let (view_tx, view_rx) = watch::channel(manager.backend.initial_view());
@@ -215,6 +221,7 @@ pub async fn run(
         move || stop_requested(stop_rx.clone())
     };
     let (tokens_tx, tokens_rx) = watch::channel(auth_token.map(std::sync::Arc::new));
+    let (api_tokens_tx, api_tokens_rx) = watch::channel(api_token.map(std::sync::Arc::new));
 
     tracing::info!(
         node = node_name,
@@ -247,7 +254,10 @@ pub async fn run(
         state.clone(),
         view_tx,
         live_tx,
-        tokens_tx,
+        token::TokenWriters {
+            web: tokens_tx,
+            api: api_tokens_tx,
+        },
         stop_rx,
     );
     supervisor.start(manager.backend, manager.handoffs);
@@ -266,7 +276,7 @@ pub async fn run(
         // window, on a loaded machine long enough to miss its deadline.
         .initial_connection_window_size(Some(1 << 20))
         .initial_stream_window_size(Some(1 << 20))
-        .add_service(grpc::service(state.clone()));
+        .add_service(grpc::service(state.clone(), api_tokens_rx));
     let mut grpc_task = match listeners.api {
         ApiListener::Tcp(l) => {
             // tonic ignores the builder's nodelay for custom incoming streams; without it unary

@@ -179,7 +179,10 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         {
             Ok(()) => ExitCode::SUCCESS,
             // A secret that does not resolve is a configuration error, like a bad key.
-            Err(e @ cronstable_coordinator::RunError::AuthToken(_)) => {
+            Err(
+                e @ (cronstable_coordinator::RunError::AuthToken(_)
+                | cronstable_coordinator::RunError::ApiToken(_)),
+            ) => {
                 tracing::error!("{e}");
                 ExitCode::from(EX_USAGE)
             }

@@ -48,7 +48,7 @@ use crate::handoff::Handoffs;
 use crate::lease::reboot_store::RebootStore;
 use crate::observe::notify;
 use crate::state::{CoordinatorState, LiveHandles};
-use crate::web::AuthToken;
+use crate::token::{AuthToken, TokenWriters};
 use crate::{Environment, RunError, handoff};
 
 /// How long an aborted backend task may take to end before the stop counts as failed.
@@ -109,6 +109,9 @@ fn door_openers(old: &Config, new: &Config) -> Vec<&'static str> {
     let mut out = Vec::new();
     if old.web.auth_token.is_some() && new.web.auth_token.is_none() {
         out.push("web.authToken (removed)");
+    }
+    if old.api.auth_token.is_some() && new.api.auth_token.is_none() {
+        out.push("api.authToken (removed)");
     }
     let (Some(o), Some(n)) = (old.cluster.as_ref(), new.cluster.as_ref()) else {
         if old.cluster.is_some() != new.cluster.is_some() {
@@ -210,7 +213,7 @@ fn effective(old: &Config, mut new: Config) -> Config {
     new
 }
 
-/// Resolves `web.authToken`'s source into the token the API checks.
+/// Resolves `web.authToken`'s or `api.authToken`'s source into the token its API checks.
 pub fn resolve_token(
     source: Option<&SecretSource>,
     env: &Environment,
@@ -291,8 +294,8 @@ pub(crate) struct Supervisor {
     view: watch::Sender<ClusterView>,
     /// The only writer of the state's [`LiveHandles`].
     live: watch::Sender<Arc<LiveHandles>>,
-    /// The only writer of the HTTP API's token.
-    tokens: watch::Sender<Option<Arc<AuthToken>>>,
+    /// The only writer of the HTTP and gRPC APIs' tokens.
+    tokens: TokenWriters,
     /// The coordinator's stop.
     stop: watch::Receiver<bool>,
     running: Option<Running>,
@@ -329,7 +332,7 @@ impl Supervisor {
         state: CoordinatorState,
         view: watch::Sender<ClusterView>,
         live: watch::Sender<Arc<LiveHandles>>,
-        tokens: watch::Sender<Option<Arc<AuthToken>>>,
+        tokens: TokenWriters,
         stop: watch::Receiver<bool>,
     ) -> Self {
         Self {
@@ -484,20 +487,23 @@ impl Supervisor {
         let mut next = effective(&self.config, new);
         let mut applied: Vec<&'static str> = Vec::new();
 
-        match resolve_token(next.web.auth_token.as_ref(), &self.env) {
-            Ok(token) => {
-                let token = token.map(Arc::new);
-                if *self.tokens.borrow() != token {
-                    self.tokens.send_replace(token);
-                    applied.push("web.authToken");
-                }
-            }
-            Err(e) => {
-                tracing::error!(
-                    "config reload: web.authToken: {e}; the previous token stays in force"
-                );
-                next.web.auth_token = self.config.web.auth_token.clone();
-            }
+        if Self::apply_token(
+            "web.authToken",
+            &mut next.web.auth_token,
+            &self.config.web.auth_token,
+            &self.tokens.web,
+            &self.env,
+        ) {
+            applied.push("web.authToken");
+        }
+        if Self::apply_token(
+            "api.authToken",
+            &mut next.api.auth_token,
+            &self.config.api.auth_token,
+            &self.tokens.api,
+            &self.env,
+        ) {
+            applied.push("api.authToken");
         }
 
         if ch.notify {
@@ -552,6 +558,33 @@ impl Supervisor {
 
     /// Registers `next`'s job file in place of the running one. A failure leaves the running
     /// registration as it was.
+    /// Resolves `key`'s `source` again and hands a changed token to `to`; true when it
+    /// changed. A source that does not resolve keeps the previous token (and its source in
+    /// `source`, so the next reload tries again).
+    fn apply_token(
+        key: &str,
+        source: &mut Option<SecretSource>,
+        previous: &Option<SecretSource>,
+        to: &watch::Sender<Option<Arc<AuthToken>>>,
+        env: &Environment,
+    ) -> bool {
+        match resolve_token(source.as_ref(), env) {
+            Ok(token) => {
+                let token = token.map(Arc::new);
+                let changed = *to.borrow() != token;
+                if changed {
+                    to.send_replace(token);
+                }
+                changed
+            }
+            Err(e) => {
+                tracing::error!("config reload: {key}: {e}; the previous token stays in force");
+                source.clone_from(previous);
+                false
+            }
+        }
+    }
+
     fn register_jobs(&self, next: &Config) -> Result<(), crate::jobs::RegisterError> {
         let old = self.config.jobs.as_ref();
         let new = next.jobs.as_ref();
@@ -876,7 +909,7 @@ mod tests {
         async fn a_manager_that_does_not_end_fails_the_switch_keeps_its_handle_and_is_retried() {
             let (view_tx, view_rx) = watch::channel(ClusterView::election_off("a"));
             let (state, live) = CoordinatorState::new(view_rx).reloadable();
-            let (tokens, _) = watch::channel(None);
+            let tokens = TokenWriters::open();
             let (_stop_tx, stop_rx) = watch::channel(false);
             let mut sup = Supervisor::new(
                 Config::default(),
@@ -1003,7 +1036,7 @@ mod tests {
             let first = Silent { election }.initial_view();
             let (view_tx, view) = watch::channel(first);
             let (state, live) = CoordinatorState::new(view.clone()).reloadable();
-            let (tokens, _) = watch::channel(None);
+            let tokens = TokenWriters::open();
             let (stop, stop_rx) = watch::channel(false);
             let mut sup = Supervisor::new(
                 Config::default(),

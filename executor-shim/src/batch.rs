@@ -16,12 +16,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use cronstable_proto::v1 as pb;
-use cronstable_proto::v1::executor_client::ExecutorClient;
 use tokio::sync::{mpsc, oneshot};
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::call_error::CallError;
+use crate::client::Client;
 
 /// The most questions one call carries (the coordinator accepts up to 10,000).
 const MAX_BATCH: usize = 2_000;
@@ -46,7 +45,7 @@ impl Batcher {
     /// moment. The answer comes within `deadline` or the call is `Unreachable`.
     pub async fn ask(
         &self,
-        client: &ExecutorClient<Channel>,
+        client: &Client,
         deadline: Duration,
         request: pb::ShouldRunRequest,
     ) -> Result<pb::ShouldRunResponse, CallError> {
@@ -88,7 +87,7 @@ fn no_answer(deadline: Duration) -> CallError {
 /// Drains the queue: each wake-up takes every question queued by then and sends it as one call.
 async fn batch_questions(
     mut queue: mpsc::UnboundedReceiver<Question>,
-    client: ExecutorClient<Channel>,
+    client: Client,
     deadline: Duration,
     unbatched: Arc<AtomicBool>,
 ) {
@@ -108,7 +107,7 @@ async fn batch_questions(
 }
 
 async fn ask_one(
-    mut client: ExecutorClient<Channel>,
+    mut client: Client,
     deadline: Duration,
     request: pb::ShouldRunRequest,
 ) -> Result<pb::ShouldRunResponse, CallError> {
@@ -123,7 +122,7 @@ async fn ask_one(
 
 async fn send(
     batch: Vec<Question>,
-    mut client: ExecutorClient<Channel>,
+    mut client: Client,
     deadline: Duration,
     unbatched: Arc<AtomicBool>,
 ) {

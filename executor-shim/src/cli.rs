@@ -1,5 +1,6 @@
-//! Process-level helpers both binaries share (`cronstable-shim`, and `cronstable`, which links
-//! this crate for its demo): logging setup and the host name. Only binaries call these.
+//! Process-level helpers the binaries share (`cronstable-shim`, `cronstable-gate`, and
+//! `cronstable`, which links this crate for its demo): logging setup, the host name, and the
+//! API token's flags. Only binaries call these.
 
 /// Installs the global tracing subscriber: `text` (coloured only on a terminal) or `json`, on
 /// stderr, filtered by `RUST_LOG` (default `info`).
@@ -31,4 +32,29 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// The flags that give the coordinator's `api.authToken`, the same in every binary.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TokenArgs {
+    /// A file holding the coordinator's api.authToken, sent with every call (read again
+    /// every few seconds, so a renewed token needs no restart).
+    #[arg(long, env = "CRONSTABLE_API_TOKEN_FILE", value_name = "FILE")]
+    pub api_token_file: Option<std::path::PathBuf>,
+    /// The token itself, when no file is given. Prefer the variable to the flag: a command
+    /// line is visible to every user of the host.
+    #[arg(
+        long,
+        env = "CRONSTABLE_API_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub api_token: Option<String>,
+}
+
+impl TokenArgs {
+    /// The token to send: the file first, else the value; none when neither is given.
+    pub fn token(self) -> Option<crate::token::ApiToken> {
+        crate::token::from_args(self.api_token_file, self.api_token)
+    }
 }

@@ -16,7 +16,10 @@ use cronstable_proto::v1 as pb;
 use cronstable_proto::v1::executor_client::ExecutorClient;
 use hyper_util::rt::TokioIo;
 use tonic::Status;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::token::{ApiToken, Bearer};
 
 pub use crate::call_error::CallError;
 
@@ -113,10 +116,13 @@ impl Answer {
     }
 }
 
+/// The gRPC client every call goes through: the channel, with the API token added to each call.
+pub type Client = ExecutorClient<InterceptedService<Channel, Bearer>>;
+
 /// A handle on the coordinator. Cheap to clone; clones share one lazily-connected channel.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
-    client: ExecutorClient<Channel>,
+    client: Client,
     /// Coalesces ShouldRun questions asked at the same moment (see [`crate::batch`]).
     questions: crate::batch::Batcher,
     executor_id: String,
@@ -126,9 +132,15 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// A client for `addr` (`http://host:port` or `unix:/path`). Connects lazily, so a
-    /// coordinator that starts after the shim is picked up on the first call that reaches it.
-    pub fn new(addr: &str, executor_id: String, deadline: Duration) -> Result<Self, AddressError> {
+    /// A client for `addr` (`http://host:port` or `unix:/path`) that sends `token` with every
+    /// call. Connects lazily, so a coordinator that starts after the shim is picked up on the
+    /// first call that reaches it.
+    pub fn new(
+        addr: &str,
+        executor_id: String,
+        deadline: Duration,
+        token: Option<ApiToken>,
+    ) -> Result<Self, AddressError> {
         let bad = |reason: &str| AddressError {
             addr: addr.to_owned(),
             reason: reason.to_owned(),
@@ -167,7 +179,7 @@ impl Coordinator {
                 .connect_lazy()
         };
         Ok(Self {
-            client: ExecutorClient::new(channel),
+            client: ExecutorClient::with_interceptor(channel, Bearer::new(token)),
             questions: crate::batch::Batcher::default(),
             executor_id,
             instance_id: cronstable_proto::new_instance_id().into(),

@@ -747,7 +747,7 @@ mod tests {
     /// A shim context on the coordinator at `addr`, registered (election off, generation 100).
     async fn registered_context(addr: &str, job: &JobSpec) -> FiringContext {
         let coordinator =
-            Coordinator::new(addr, "scripted-shim".into(), Duration::from_secs(2)).unwrap();
+            Coordinator::new(addr, "scripted-shim".into(), Duration::from_secs(2), None).unwrap();
         let specs = vec![job.clone()];
         let registration = coordinator.register(&specs).await.unwrap();
         let loaded = LoadedJob {

@@ -58,6 +58,8 @@ pub struct GateConfig {
     pub schedule: Option<Schedule>,
     /// The policy the no-manager rule applies when the coordinator does not answer.
     pub policy: ClusterPolicy,
+    /// The token sent with every call (the coordinator's `api.authToken`).
+    pub api_token: Option<crate::token::ApiToken>,
 }
 
 /// How one gate invocation ended.
@@ -122,6 +124,7 @@ pub async fn run(config: &GateConfig) -> Result<GateOutcome, crate::client::Addr
         &config.coordinator,
         config.executor_id.clone(),
         config.ask_timeout,
+        config.api_token.clone(),
     )?;
     let scheduled_at = firing_instant(config.schedule.as_ref(), clock::now());
     let at_ms = scheduled_at.timestamp_millis();

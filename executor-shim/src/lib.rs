@@ -41,6 +41,7 @@ pub mod resume;
 pub mod runner;
 pub mod session;
 pub mod source;
+pub mod token;
 pub mod wakeups;
 
 use std::collections::HashMap;
@@ -90,6 +91,8 @@ pub struct ShimConfig {
     pub reload_interval: Duration,
     /// Reap orphaned processes (on by default when running as PID 1).
     pub reap_orphans: bool,
+    /// The token sent with every call (the coordinator's `api.authToken`).
+    pub api_token: Option<token::ApiToken>,
 }
 
 impl ShimConfig {
@@ -107,6 +110,7 @@ impl ShimConfig {
             grace: Duration::from_secs(10),
             reload_interval: Duration::from_secs(2),
             reap_orphans: std::process::id() == 1,
+            api_token: None,
         }
     }
 }
@@ -141,6 +145,7 @@ pub async fn run(
         &config.coordinator,
         config.executor_id.clone(),
         config.ask_timeout,
+        config.api_token.clone(),
     )?;
     let supervisor = Supervisor::new();
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -32,6 +32,8 @@ struct Args {
         default_value = "http://127.0.0.1:7400"
     )]
     coordinator: String,
+    #[command(flatten)]
+    token: cronstable_shim::cli::TokenArgs,
     /// This executor's id (default: derived from the job file's path, stable across restarts).
     #[arg(long)]
     executor_id: Option<String>,
@@ -73,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
         None => format!("{}:{}", hostname(), config.executor_id),
     };
     config.ask_timeout = args.ask_timeout;
+    config.api_token = args.token.token();
     config.max_lateness = args.max_lateness;
     config.grace = args.grace;
     config.reap_orphans |= args.reap_orphans;

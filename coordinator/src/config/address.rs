@@ -210,6 +210,22 @@ impl fmt::Display for ListenAddr {
     }
 }
 
+impl ListenAddr {
+    /// Only this host can reach it: a unix socket, `localhost` or a loopback address.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Self::Unix(_) => true,
+            Self::Tcp(hp) => {
+                hp.host.eq_ignore_ascii_case("localhost")
+                    || hp
+                        .host
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        }
+    }
+}
+
 impl FromStr for ListenAddr {
     type Err = AddressError;
 
@@ -228,6 +244,27 @@ mod tests {
 
     fn hp(s: &str) -> Result<HostPort, AddressError> {
         s.parse()
+    }
+
+    #[test]
+    fn only_sockets_and_loopback_are_local() {
+        for local in [
+            "127.0.0.1:7400",
+            "127.0.0.2:1",
+            "[::1]:7400",
+            "localhost:7400",
+            "unix:/s",
+        ] {
+            assert!(local.parse::<ListenAddr>().unwrap().is_local(), "{local}");
+        }
+        for open in [
+            "0.0.0.0:7400",
+            "[::]:7400",
+            "10.0.0.5:7400",
+            "cronstable-b:7400",
+        ] {
+            assert!(!open.parse::<ListenAddr>().unwrap().is_local(), "{open}");
+        }
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! ```yaml
 //! api:
 //!   listen: 127.0.0.1:7400            # gRPC for shims; or unix:/run/cronstable.sock
+//!   authToken:                        # optional bearer token every gRPC call must carry
+//!     fromFile: /etc/cronstable/api-token
 //! web:
 //!   listen: 127.0.0.1:8080            # HTTP API, dashboard, /metrics
 //!   authToken:                        # optional bearer token: one of value|fromFile|fromEnvVar
@@ -152,12 +154,16 @@ pub enum StateStore {
 pub struct ApiConfig {
     /// Where the gRPC API listens; default `127.0.0.1:7400`. `unix:/path` for a socket.
     pub listen: ListenAddr,
+    /// The bearer token every gRPC call must carry (`authToken`); default none. Resolved by
+    /// the caller, again at every reload.
+    pub auth_token: Option<SecretSource>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         Self {
             listen: ListenAddr::Tcp(HostPort::new("127.0.0.1", 7400)),
+            auth_token: None,
         }
     }
 }

@@ -50,6 +50,7 @@ pub(crate) struct RawJobs {
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub(crate) struct RawApi {
     pub(crate) listen: Option<String>,
+    pub(crate) auth_token: Option<RawSecret>,
 }
 
 /// `web:`.

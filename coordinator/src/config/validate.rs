@@ -21,11 +21,28 @@ use super::{Config, Outcome};
 pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
     let mut ctx = Ctx::new(source, text);
     let mut config = Config::default();
-    if let Some(listen) = raw.api.and_then(|api| api.listen) {
-        match listen.parse::<ListenAddr>() {
-            Ok(addr) => config.api.listen = addr,
-            Err(e) => ctx.error("api.listen", e.to_string()),
+    if let Some(api) = raw.api {
+        if let Some(listen) = api.listen {
+            match listen.parse::<ListenAddr>() {
+                Ok(addr) => config.api.listen = addr,
+                Err(e) => ctx.error("api.listen", e.to_string()),
+            }
         }
+        config.api.auth_token = secret(&mut ctx, "api.authToken", api.auth_token.as_ref());
+    } else if ctx.written("api.authToken") {
+        secret(&mut ctx, "api.authToken", None);
+    }
+    if config.api.auth_token.is_none() && !config.api.listen.is_local() {
+        ctx.warn(
+            "api.listen",
+            format!(
+                "{} can be reached from other hosts and api.authToken is not set: anyone who \
+                 can reach it can start jobs (StartJob), replace this node's job set \
+                 (RegisterJobs) or hand off retries; set api.authToken, or listen on loopback \
+                 or a unix: socket",
+                config.api.listen
+            ),
+        );
     }
     if let Some(web) = raw.web {
         if let Some(listen) = &web.listen

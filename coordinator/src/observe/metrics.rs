@@ -73,6 +73,7 @@ struct Inner {
     leader_transitions: IntCounter,
     quorum_transitions: IntCounter,
     reloads: IntCounterVec,
+    refused_calls: IntCounterVec,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -207,6 +208,13 @@ impl Metrics {
                  does not validate, or a change that needs a restart) with the running config kept.",
                 &["result"],
             ),
+            refused_calls: counter_vec(
+                &r,
+                "cronstable_api_unauthenticated_total",
+                "API calls refused for a missing or wrong bearer token, by API (grpc: \
+                 api.authToken).",
+                &["api"],
+            ),
             firings: counter_vec(
                 &jr,
                 "cronstable_job_firings_total",
@@ -241,6 +249,7 @@ impl Metrics {
         for result in ["applied", "refused"] {
             inner.reloads.with_label_values(&[result]);
         }
+        inner.refused_calls.with_label_values(&["grpc"]);
         Self {
             inner: Arc::new(inner),
         }
@@ -254,6 +263,11 @@ impl Metrics {
     /// Counts one config reload, `applied` or `refused`.
     pub fn reload(&self, result: &str) {
         self.inner.reloads.with_label_values(&[result]).inc();
+    }
+
+    /// Counts one call `api` refused for its bearer token.
+    pub fn unauthenticated(&self, api: &str) {
+        self.inner.refused_calls.with_label_values(&[api]).inc();
     }
 
     /// Counts one change of this node's quorum.

@@ -5,59 +5,18 @@
 //! browser cannot add a header to a page load, so the login form stores the cookie with
 //! `SameSite=Strict`, which also keeps other sites from posting a manual start with it).
 //!
-//! The comparison is over SHA-256 digests of the configured and the presented token, in
-//! constant time, so neither the token's bytes nor its length leak through response timing.
-
-use std::sync::Arc;
+//! The token itself, and how a presented one is compared, are in [`crate::token`].
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
-use sha2::{Digest, Sha256};
 
 use super::ApiError;
-
-/// The latest `web.authToken` (none: the API is open). The reload task is its one writer.
-pub type AuthTokens = tokio::sync::watch::Receiver<Option<Arc<AuthToken>>>;
+pub use crate::token::{AuthToken, AuthTokens};
 
 /// The cookie the dashboard's login form sets.
 const COOKIE: &str = "cronstable_token";
-
-/// A resolved `web.authToken`, kept only as its digest.
-///
-/// Equality compares digests: it tells a reload whether the token changed, and never sees a
-/// request's token (that is [`AuthToken::matches`], in constant time).
-#[derive(Clone, PartialEq, Eq)]
-pub struct AuthToken {
-    digest: [u8; 32],
-}
-
-impl std::fmt::Debug for AuthToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AuthToken(..)")
-    }
-}
-
-impl AuthToken {
-    /// Guards the API with `token`.
-    pub fn new(token: &str) -> Self {
-        Self {
-            digest: Sha256::digest(token.as_bytes()).into(),
-        }
-    }
-
-    /// Whether `presented` is the token, compared in constant time.
-    pub fn matches(&self, presented: &str) -> bool {
-        let other: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        let diff = self
-            .digest
-            .iter()
-            .zip(other.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        std::hint::black_box(diff) == 0
-    }
-}
 
 /// The token a request presents, from its `Authorization` header or its cookie.
 fn presented(headers: &HeaderMap) -> Option<String> {
@@ -65,10 +24,7 @@ fn presented(headers: &HeaderMap) -> Option<String> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
     {
-        let (scheme, token) = value.split_once(' ')?;
-        return scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| token.trim().to_owned());
+        return crate::token::bearer(value).map(str::to_owned);
     }
     headers
         .get_all(header::COOKIE)
@@ -165,15 +121,6 @@ location.reload();});</script></body></html>"#;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn matches_only_the_configured_token() {
-        let t = AuthToken::new("s3cret");
-        assert!(t.matches("s3cret"));
-        assert!(!t.matches("s3cre"));
-        assert!(!t.matches("s3cret "));
-        assert!(!t.matches(""));
-    }
 
     #[test]
     fn reads_the_bearer_header_or_the_cookie() {

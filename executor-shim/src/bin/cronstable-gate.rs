@@ -39,6 +39,8 @@ struct Args {
         default_value = "http://127.0.0.1:7400"
     )]
     coordinator: String,
+    #[command(flatten)]
+    token: cronstable_shim::cli::TokenArgs,
     /// The job's schedule: the firing is then its most recent due instant, not the current
     /// minute (use it when crond may start the gate late, or the schedule has seconds).
     #[arg(long, value_name = "EXPR")]
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         ask_timeout: args.ask_timeout,
         schedule,
         policy: args.policy,
+        api_token: args.token.token(),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -4,6 +4,7 @@
 //! (`tests/src`). Needs what `tests/run.sh` installs, not root: root-only tests (network
 //! namespaces, mount namespaces, `chattr`) are in the `lab` binary.
 
+mod api_auth;
 mod dashboard_browser;
 mod deploy_artifacts;
 mod etcd_credentials;
