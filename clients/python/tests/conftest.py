@@ -27,6 +27,18 @@ def election_off(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinat
 
 
 @pytest.fixture(scope="session")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
+    """An election-off coordinator whose API needs the token "conformance-token"."""
+    c = Coordinator(
+        tmp_path_factory.mktemp("guarded"),
+        "guarded",
+        api_yaml="  authToken:\n    value: conformance-token\n",
+    )
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="session")
 def lease_pair(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Coordinator, Coordinator]]:

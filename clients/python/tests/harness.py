@@ -77,11 +77,15 @@ class Coordinator:
     picked, when a start loses a port race ("Address already in use") to another process."""
 
     def __init__(
-        self, directory: Path, name: str, cluster_yaml: Callable[[], str] = lambda: ""
+        self,
+        directory: Path,
+        name: str,
+        cluster_yaml: Callable[[], str] = lambda: "",
+        api_yaml: str = "",
     ) -> None:
         self.name = name
         for attempt in range(1, BIND_ATTEMPTS + 1):
-            self._spawn(directory, cluster_yaml())
+            self._spawn(directory, cluster_yaml(), api_yaml)
             try:
                 self.wait_log("coordinator listening")
                 break
@@ -95,12 +99,12 @@ class Coordinator:
             self.stop()
             raise
 
-    def _spawn(self, directory: Path, cluster_yaml: str) -> None:
+    def _spawn(self, directory: Path, cluster_yaml: str, api_yaml: str = "") -> None:
         self.api_port, self.web_port = free_port(), free_port()
         self.api = f"http://127.0.0.1:{self.api_port}"
         config = directory / f"{self.name}.yaml"
         config.write_text(
-            f"api:\n  listen: 127.0.0.1:{self.api_port}\n"
+            f"api:\n  listen: 127.0.0.1:{self.api_port}\n{api_yaml}"
             f"web:\n  listen: 127.0.0.1:{self.web_port}\n{cluster_yaml}"
         )
         self._log: list[str] = []

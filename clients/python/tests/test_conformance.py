@@ -338,3 +338,35 @@ def test_CONF_14_the_election_mode_is_stated_and_a_graceful_stop_says_goodbye(
         assert goodbye.generation > off.generation, (goodbye, off)
     finally:
         coordinator.stop()
+
+
+def test_CONF_15_a_call_without_the_api_token_is_refused_unauthenticated(
+    guarded: Coordinator,
+) -> None:
+    job = unique("conf15")
+    for token in (None, "wrong-token"):
+        client = Client(guarded.api, timeout=2.0, executor_id=unique("py-executor"), token=token)
+        for call in (
+            lambda c=client: c.register([Job(job, "* * * * *", "true")]),
+            lambda c=client: c.should_run(job, AT),
+        ):
+            with pytest.raises(CoordinatorError) as refused:
+                call()
+            assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED, refused.value
+            assert "api.authToken" in refused.value.message, refused.value
+            assert not refused.value.unreachable
+        client.close()
+
+
+def test_CONF_16_a_client_given_the_api_token_is_served(guarded: Coordinator) -> None:
+    client = Client(
+        guarded.api, timeout=2.0, executor_id=unique("py-executor"), token="conformance-token"
+    )
+    job = unique("conf16")
+    client.register([Job(job, "* * * * *", "true")])
+    answer = client.should_run(job, AT)
+    assert (answer.verdict, answer.reason) == (Verdict.RUN, Reason.ELECTION_OFF), answer
+    assert not answer.local, answer
+    with client.watch(timeout=10) as stream:
+        assert isinstance(next(iter(stream)), Hello)
+    client.close()

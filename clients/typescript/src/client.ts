@@ -57,6 +57,12 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Stable for this process, unique per node; default `node-<host>-<pid>`. */
   executorId?: string;
+  /**
+   * The coordinator's `api.authToken`, sent with every call as `authorization: Bearer
+   * <token>`. A guarded coordinator refuses a call without it (UNAUTHENTICATED, rejected as a
+   * CoordinatorError: a refusal is not "unreachable", so the no-manager rule does not apply).
+   */
+  token?: string;
 }
 
 export interface FiringOptions {
@@ -109,6 +115,7 @@ export class Client {
   readonly instanceId: string = crypto.randomBytes(16).toString("hex");
   readonly timeoutMs: number;
   private readonly stub: pb.ExecutorClient;
+  private readonly token: string | undefined;
   private policies = new Map<string, Policy>();
 
   constructor(
@@ -117,6 +124,7 @@ export class Client {
   ) {
     this.timeoutMs = options.timeoutMs ?? 1000;
     this.executorId = options.executorId ?? `node-${os.hostname()}-${process.pid}`;
+    this.token = options.token?.trim() || undefined;
     this.stub = new pb.ExecutorClient(channelTarget(target), grpc.credentials.createInsecure());
   }
 
@@ -124,12 +132,19 @@ export class Client {
     this.stub.close();
   }
 
+  /** The metadata every call carries: the API token, when one was given. */
+  private metadata(): grpc.Metadata {
+    const m = new grpc.Metadata();
+    if (this.token !== undefined) m.set("authorization", `Bearer ${this.token}`);
+    return m;
+  }
+
   private call<Req, Res>(method: string, fn: Unary<Req, Res>, req: Req): Promise<Res> {
     return new Promise((resolve, reject) => {
       fn.call(
         this.stub,
         req,
-        new grpc.Metadata(),
+        this.metadata(),
         { deadline: Date.now() + this.timeoutMs },
         (err, res) => {
           if (err) reject(new CoordinatorError(method, err.code, err.details));
@@ -273,7 +288,11 @@ export class Client {
     const callOptions: Partial<grpc.CallOptions> =
       options.timeoutMs === undefined ? {} : { deadline: Date.now() + options.timeoutMs };
     return new Watch(
-      this.stub.watch({ executorId: this.executorId, instanceId: this.instanceId }, callOptions),
+      this.stub.watch(
+        { executorId: this.executorId, instanceId: this.instanceId },
+        this.metadata(),
+        callOptions,
+      ),
     );
   }
 

@@ -75,6 +75,7 @@ describe("conformance", () => {
   let electionOff: Coordinator;
   let leasePair: Promise<[Coordinator, Coordinator]> | undefined;
   let lonely: Promise<Coordinator> | undefined;
+  let guardedOne: Promise<Coordinator> | undefined;
   const started: Coordinator[] = [];
 
   /** (leader, follower): two filesystem-lease coordinators on one store, once one leads. */
@@ -112,6 +113,21 @@ describe("conformance", () => {
       return c;
     })();
     return lonely;
+  }
+
+  /** An election-off coordinator whose API needs the token "conformance-token". */
+  function guarded(): Promise<Coordinator> {
+    guardedOne ??= (async () => {
+      const c = await Coordinator.start(
+        dir,
+        "guarded",
+        () => "",
+        "  authToken:\n    value: conformance-token\n",
+      );
+      started.push(c);
+      return c;
+    })();
+    return guardedOne;
   }
 
   /** Both nodes' answers for one firing, once the follower has seen who leads. */
@@ -508,6 +524,54 @@ describe("conformance", () => {
       assert.ok(last.kind === "goodbye", JSON.stringify(seen));
       assert.equal(last.election.mode, ElectionMode.ELECTION_MODE_OFF);
       assert.ok(last.election.generation > off.generation, JSON.stringify([last, off]));
+    },
+  );
+
+  conformance(
+    "CONF-15",
+    "a call without the API token to a guarded coordinator is refused UNAUTHENTICATED",
+    async () => {
+      const c = await guarded();
+      const name = unique("conf15");
+      for (const token of [undefined, "wrong-token"]) {
+        const client = new Client(c.api, { timeoutMs: 2000, executorId: unique("ts"), token });
+        clients.push(client);
+        for (const call of [() => client.register([job(name)]), () => client.shouldRun(name, AT)]) {
+          const e = await refusal(call());
+          assert.equal(e.code, grpc.status.UNAUTHENTICATED, e.message);
+          assert.match(e.details, /api\.authToken/);
+          assert.equal(e.unreachable, false);
+        }
+      }
+    },
+  );
+
+  conformance(
+    "CONF-16",
+    "a client given the API token is served by a guarded coordinator",
+    async () => {
+      const c = await guarded();
+      const client = new Client(c.api, {
+        timeoutMs: 2000,
+        executorId: unique("ts"),
+        token: "conformance-token",
+      });
+      clients.push(client);
+      const name = unique("conf16");
+      await client.register([job(name)]);
+      const answer = await client.shouldRun(name, AT);
+      assert.equal(answer.verdict, Verdict.VERDICT_RUN);
+      assert.equal(answer.reason, Reason.REASON_ELECTION_OFF);
+      assert.equal(answer.local, false);
+      const stream = client.watch({ timeoutMs: 10_000 });
+      try {
+        for await (const i of stream) {
+          assert.equal(i.kind, "hello", JSON.stringify(i));
+          break;
+        }
+      } finally {
+        stream.close();
+      }
     },
   );
 });

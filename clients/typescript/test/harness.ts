@@ -98,10 +98,11 @@ export class Coordinator {
     directory: string,
     name: string,
     clusterYaml: () => string | Promise<string> = () => "",
+    apiYaml = "",
   ): Promise<Coordinator> {
     const c = new Coordinator(name);
     for (let attempt = 1; ; attempt++) {
-      await c.spawn(directory, await clusterYaml());
+      await c.spawn(directory, await clusterYaml(), apiYaml);
       try {
         await c.waitLog("coordinator listening");
         break;
@@ -119,14 +120,14 @@ export class Coordinator {
     return c;
   }
 
-  private async spawn(directory: string, clusterYaml: string): Promise<void> {
+  private async spawn(directory: string, clusterYaml: string, apiYaml = ""): Promise<void> {
     const apiPort = await freePort();
     this.webPort = await freePort();
     this.api = `http://127.0.0.1:${apiPort}`;
     const config = path.join(directory, `${this.name}.yaml`);
     fs.writeFileSync(
       config,
-      `api:\n  listen: 127.0.0.1:${apiPort}\nweb:\n  listen: 127.0.0.1:${this.webPort}\n${clusterYaml}`,
+      `api:\n  listen: 127.0.0.1:${apiPort}\n${apiYaml}web:\n  listen: 127.0.0.1:${this.webPort}\n${clusterYaml}`,
     );
     this.logText = "";
     const proc = spawn(coordinatorBinary(), ["coordinator", "--config", config], {

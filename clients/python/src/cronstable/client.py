@@ -87,11 +87,22 @@ class Client:
     `executor_id` must be stable for this process and unique per node; by default it is
     `python-<host>-<pid>`. `instance_id` is new for every Client: the coordinator lets one live
     instance hold an executor id, and refuses another (FAILED_PRECONDITION, naming the holder).
+    `token` is the coordinator's `api.authToken`, sent with every call as
+    `authorization: Bearer <token>`; a guarded coordinator refuses a call without it
+    (UNAUTHENTICATED, raised as CoordinatorError: a refusal is not "unreachable", so the
+    no-manager rule does not apply).
     """
 
-    def __init__(self, target: str, timeout: float = 1.0, executor_id: str | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        timeout: float = 1.0,
+        executor_id: str | None = None,
+        token: str | None = None,
+    ) -> None:
         self.target = target
         self.timeout = timeout
+        self._metadata = (("authorization", f"Bearer {token.strip()}"),) if token else ()
         self.executor_id = executor_id or f"python-{socket.gethostname()}-{os.getpid()}"
         self.instance_id = secrets.token_hex(16)
         self._channel = grpc.insecure_channel(_channel_target(target))
@@ -109,7 +120,9 @@ class Client:
 
     def _call(self, method: str, request: Any) -> Any:
         try:
-            return getattr(self._stub, method)(request, timeout=self.timeout)
+            return getattr(self._stub, method)(
+                request, timeout=self.timeout, metadata=self._metadata
+            )
         except grpc.RpcError as e:
             raise CoordinatorError(method, e.code(), e.details() or "") from None
 
@@ -266,6 +279,7 @@ class Client:
         call = self._stub.Watch(
             pb.WatchRequest(executor_id=self.executor_id, instance_id=self.instance_id),
             timeout=timeout,
+            metadata=self._metadata,
         )
         return Watch(call)
 
