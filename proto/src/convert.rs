@@ -23,6 +23,10 @@ pub struct FieldError {
     pub reason: String,
 }
 
+/// The longest job name `RegisterJobs` takes, in bytes: what a peer accepts in a node's `/peer`
+/// report (`ran_reboot_jobs`), so one long name cannot make every peer refuse this node's body.
+pub const MAX_JOB_NAME_BYTES: usize = cronstable_core::gossip::report::MAX_FIELD_BYTES;
+
 fn bad(field: impl Into<String>, reason: impl Into<String>) -> FieldError {
     FieldError {
         field: field.into(),
@@ -69,6 +73,16 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
     let at = |f: &str| format!("jobs[{index}].{f}");
     if def.name.trim().is_empty() {
         return Err(bad(at("name"), "must not be empty"));
+    }
+    if def.name.len() > MAX_JOB_NAME_BYTES {
+        return Err(bad(
+            at("name"),
+            format!(
+                "is {} bytes; the limit is {MAX_JOB_NAME_BYTES} (a peer refuses a longer name in \
+                 the cluster's reports)",
+                def.name.len()
+            ),
+        ));
     }
     if def.command.trim().is_empty() {
         return Err(bad(
@@ -246,6 +260,24 @@ pub fn stamp_from_wire(stamp: Option<&pb::ElectionStamp>) -> ElectionStamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_name_longer_than_a_peer_accepts_is_refused_naming_the_limit() {
+        let def = |name: String| pb::JobDefinition {
+            name,
+            schedule: "0 3 * * *".into(),
+            command: "true".into(),
+            cluster_policy: pb::ClusterPolicy::Leader as i32,
+            ..Default::default()
+        };
+        assert!(job_from_wire(def("a".repeat(MAX_JOB_NAME_BYTES)), 0).is_ok());
+        let e = job_from_wire(def("é".repeat(129)), 3).unwrap_err();
+        assert_eq!(e.field, "jobs[3].name");
+        assert!(
+            e.reason.contains("258 bytes") && e.reason.contains("256"),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn verdicts_round_trip_and_what_is_not_known_is_none() {

@@ -2,14 +2,24 @@
 //!
 //! Every connection must present a client certificate that chains to the cluster CA (the
 //! rustls server context enforces it). The listener caps the request head at
-//! [`MAX_REQUEST_BYTES`] and, beyond what the seed describes, the number of concurrent
-//! connections at [`MAX_CONNECTIONS`], so a flood of idle sockets cannot exhaust the node. The
-//! TLS context and the body are read from `watch` channels per connection / request, so a
-//! certificate rotation or a new round applies without rebinding.
+//! [`MAX_REQUEST_BYTES`] and, beyond what the seed describes, bounds connections in two stages,
+//! so that anyone who can open a TCP connection cannot crowd out the peers:
+//!
+//! - **before the handshake** a connection is a stranger: it has [`HANDSHAKE_TIMEOUT`] to prove
+//!   itself, one source address may hold at most [`MAX_HANDSHAKES_PER_SOURCE`] unfinished
+//!   handshakes, and all sources together [`MAX_HANDSHAKES`]; past either the connection is
+//!   closed at once;
+//! - **after the handshake** it is a peer, and counts against [`MAX_CONNECTIONS`].
+//!
+//! A flood of idle sockets from one address therefore holds a handful of handshake slots and
+//! none of the peers'. The TLS context and the body are read from `watch` channels per
+//! connection / request, so a certificate rotation or a new round applies without rebinding.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,14 +37,89 @@ use tokio_rustls::TlsAcceptor;
 use super::node_stats::HEADER as NODE_STATS_HEADER;
 use super::wire::ServedBody;
 
-/// The most concurrent connections the listener keeps open; further ones are closed at once.
+/// The most concurrent authenticated (handshake finished) connections; further ones are closed.
 pub const MAX_CONNECTIONS: usize = 256;
+
+/// The most connections in their TLS handshake at once, from all sources together.
+pub const MAX_HANDSHAKES: usize = 128;
+
+/// The most connections one source address may hold in their TLS handshake at once. A peer
+/// opens one connection per poll; a few more cover reconnects after a restart.
+pub const MAX_HANDSHAKES_PER_SOURCE: usize = 8;
 
 /// The largest request head the listener reads (hyper's minimum buffer).
 pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
 
-/// How long a client has to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client has to finish the TLS handshake (a peer on any network takes well under
+/// a second).
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Unfinished handshakes per source address; a slot is given back when its guard drops.
+#[derive(Debug, Clone, Default)]
+struct Strangers(Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>);
+
+/// One source's handshake slot.
+struct StrangerSlot {
+    strangers: Strangers,
+    source: IpAddr,
+}
+
+impl Strangers {
+    /// A slot for `source`, unless it already holds [`MAX_HANDSHAKES_PER_SOURCE`].
+    fn admit(&self, source: IpAddr) -> Option<StrangerSlot> {
+        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = held.entry(source).or_default();
+        if *n >= MAX_HANDSHAKES_PER_SOURCE {
+            return None;
+        }
+        *n += 1;
+        Some(StrangerSlot {
+            strangers: self.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for StrangerSlot {
+    fn drop(&mut self) {
+        let mut held = self
+            .strangers
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = held.get_mut(&self.source) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.source);
+            }
+        }
+    }
+}
+
+/// Says, at most once a minute, that connections are being refused and why: a flood must be
+/// visible without one log line per refused socket.
+#[derive(Debug, Default)]
+struct RefusalLog {
+    last: Option<tokio::time::Instant>,
+    since: u64,
+}
+
+impl RefusalLog {
+    fn refused(&mut self, remote: SocketAddr, why: &str) {
+        self.since += 1;
+        let now = tokio::time::Instant::now();
+        if self.last.is_some_and(|t| now - t < Duration::from_secs(60)) {
+            return;
+        }
+        tracing::warn!(
+            %remote,
+            refused = self.since,
+            "cluster: refusing /peer connections: {why} (logged at most once a minute)"
+        );
+        self.last = Some(now);
+        self.since = 0;
+    }
+}
 
 /// What the listener serves from.
 #[derive(Clone)]
@@ -56,7 +141,10 @@ pub async fn serve(
     endpoint: PeerEndpoint,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let peers = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    let strangers = Strangers::default();
+    let mut refusals = RefusalLog::default();
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -75,14 +163,21 @@ pub async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracing::debug!(%remote, "cluster: /peer connection limit reached; closing");
+        let Some(slot) = strangers.admit(remote.ip().to_canonical()) else {
+            refusals.refused(
+                remote,
+                "this address already holds the most unfinished TLS handshakes",
+            );
+            continue;
+        };
+        let Ok(handshake) = handshakes.clone().try_acquire_owned() else {
+            refusals.refused(remote, "too many unfinished TLS handshakes");
             continue;
         };
         let _ = tcp.set_nodelay(true);
         let endpoint = endpoint.clone();
+        let peers = peers.clone();
         connections.spawn(tracing::Instrument::in_current_span(async move {
-            let _permit = permit;
             let acceptor = TlsAcceptor::from(endpoint.tls.borrow().clone());
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
@@ -90,7 +185,16 @@ pub async fn serve(
                     tracing::debug!(%remote, error = %e, "cluster: /peer TLS handshake refused");
                     return;
                 }
-                Err(_) => return,
+                Err(_) => {
+                    tracing::debug!(%remote, "cluster: /peer TLS handshake timed out");
+                    return;
+                }
+            };
+            // A peer now: its handshake slots go back, and it counts among the peers.
+            drop((slot, handshake));
+            let Ok(_permit) = peers.try_acquire_owned() else {
+                tracing::warn!(%remote, "cluster: /peer connection limit reached; closing");
+                return;
             };
             let body = endpoint.body.clone();
             let node_stats = endpoint.node_stats.clone();
@@ -169,4 +273,30 @@ fn respond(req: &Request<Incoming>, body: &ServedBody) -> Response<Full<Bytes>> 
         r.headers_mut().insert(header::ETAG, etag);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_source_holds_a_bounded_number_of_handshakes_and_gets_them_back() {
+        let strangers = Strangers::default();
+        let flood: IpAddr = "127.0.0.2".parse().unwrap();
+        let held: Vec<StrangerSlot> = (0..MAX_HANDSHAKES_PER_SOURCE)
+            .map(|_| strangers.admit(flood).expect("below the bound"))
+            .collect();
+        assert!(strangers.admit(flood).is_none(), "the bound holds");
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(
+            strangers.admit(peer).is_some(),
+            "another source is not affected"
+        );
+        drop(held);
+        assert!(strangers.admit(flood).is_some(), "slots come back");
+        assert!(
+            strangers.0.lock().unwrap().is_empty(),
+            "no entry is kept for a source without handshakes"
+        );
+    }
 }

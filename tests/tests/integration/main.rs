@@ -23,6 +23,7 @@ mod lease_rules;
 mod lifecycle;
 mod observability;
 mod one_executor;
+mod peer_flood;
 mod reboot_gossip;
 mod reboot_lease;
 mod reboot_reload;
