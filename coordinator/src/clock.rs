@@ -13,6 +13,11 @@ pub fn now_ms() -> i64 {
     }
 }
 
+/// The wall clock now, as a date (for schedules).
+pub fn now_utc() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_millis(now_ms()).unwrap_or_default()
+}
+
 /// One reading of both clocks: the monotonic instant deadlines are checked against, and the
 /// wall clock records are stamped with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -221,6 +221,29 @@ impl Executor for ExecutorService {
             self.state.view.borrow().election,
             crate::cluster::Election::Off
         );
+        let now = crate::clock::now_utc();
+        let warnings: Vec<String> = set
+            .jobs
+            .values()
+            .filter(|j| j.executor_id == req.executor_id)
+            .filter_map(|j| {
+                let schedule = cronstable_core::schedule::Schedule::parse(
+                    &j.spec.schedule,
+                    j.spec.timezone.as_deref(),
+                )
+                .ok()?;
+                let why = schedule.idle_warning(now)?;
+                Some(format!(
+                    "job {:?}: {why}; it is registered and will not run",
+                    j.spec.name
+                ))
+            })
+            .collect();
+        if set.id != before {
+            for w in &warnings {
+                tracing::warn!(executor = req.executor_id, "{w}");
+            }
+        }
         let jobs = set
             .jobs
             .values()
@@ -239,6 +262,7 @@ impl Executor for ExecutorService {
             job_set_id: set.id.to_string(),
             jobs,
             election: Some(stamp_to_wire(self.state.election_stamp())),
+            warnings,
         }))
     }
 

@@ -73,3 +73,26 @@ fn a_missing_job_file_or_a_wrong_number_of_keys_is_an_error() {
         .to_string();
     assert!(errors.contains("jobs.crontabs"), "{errors}");
 }
+
+#[test]
+fn a_job_that_can_never_fire_is_a_warning_naming_the_key_and_its_line_and_still_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let cron = write(
+        dir.path(),
+        "app",
+        "0 * * * * app /bin/true\n# cronstable: name=parked\n0 0 31 2 * app /bin/true\n",
+    );
+    let text = format!("api:\n  listen: 127.0.0.1:7400\njobs:\n  systemCrontab: {cron}\n");
+    let loaded = config::parse(&text, "c.yaml").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.config.jobs.expect("jobs: loaded").specs.len(), 2);
+    let [warning] = &loaded.warnings[..] else {
+        panic!("one warning: {:?}", loaded.warnings)
+    };
+    assert!(
+        warning.contains("c.yaml:4")
+            && warning.contains("jobs.systemCrontab")
+            && warning.contains(&format!("{cron}:3: job \"parked\""))
+            && warning.contains("never fires"),
+        "{warning}"
+    );
+}

@@ -687,6 +687,7 @@ mod tests {
                     job_set_id: "v1:scripted".into(),
                     jobs: Vec::new(),
                     election: stamp(pb::ElectionMode::Off, 100),
+                    warnings: Vec::new(),
                 }))
             }
             async fn should_run(

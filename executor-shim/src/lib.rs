@@ -141,6 +141,7 @@ pub async fn run(
 ) -> Result<(), ShimError> {
     let loaded = source::load(&config.source)?;
     report_errors(&loaded.errors);
+    report_warnings(&loaded.warnings);
     let coordinator = Coordinator::new(
         &config.coordinator,
         config.executor_id.clone(),
@@ -292,6 +293,12 @@ fn report_errors(errors: &[String]) {
     }
 }
 
+fn report_warnings(warnings: &[String]) {
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+}
+
 fn report_missed(ctx: &FiringContext, job: &str, missed: &[DateTime<Utc>], total: u64) {
     if total == 0 {
         return;
@@ -337,6 +344,7 @@ fn apply_reload(
     id_tx: &watch::Sender<cronstable_core::fingerprint::JobSetId>,
 ) {
     report_errors(&loaded.errors);
+    report_warnings(&loaded.warnings);
     let added: Vec<&str> = loaded
         .jobs
         .iter()

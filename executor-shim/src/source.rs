@@ -43,6 +43,9 @@ pub struct Loaded {
     pub jobs: Vec<LoadedJob>,
     /// One message per invalid line or job, `file:line: reason`.
     pub errors: Vec<String>,
+    /// One message per valid job whose schedule will not fire for years (or ever), `file:line:
+    /// job "name": reason`; the job still loads, as in cron.
+    pub warnings: Vec<String>,
     /// The file's bytes, to notice changes.
     pub content: Vec<u8>,
 }
@@ -72,37 +75,56 @@ pub fn load(source: &JobSource) -> Result<Loaded, ReadError> {
 pub fn parse(source: &JobSource, content: Vec<u8>) -> Loaded {
     let name = source.path().display().to_string();
     let text = String::from_utf8_lossy(&content);
-    let (specs, mut errors): (Vec<JobSpec>, Vec<String>) = match source {
+    let (specs, mut errors): (Vec<(JobSpec, usize)>, Vec<String>) = match source {
         JobSource::Crontab(_) => {
             let parsed = crontab::parse(&text, &name);
             (
-                parsed.entries.into_iter().map(|e| e.job).collect(),
+                parsed
+                    .entries
+                    .into_iter()
+                    .map(|e| (e.job, e.line))
+                    .collect(),
                 parsed.errors.iter().map(ToString::to_string).collect(),
             )
         }
         JobSource::JobFile(_) => {
             let parsed = jobfile::parse(&text, &name);
             (
-                parsed.entries.into_iter().map(|e| e.job).collect(),
+                parsed
+                    .entries
+                    .into_iter()
+                    .map(|e| (e.job, e.line))
+                    .collect(),
                 parsed.errors.iter().map(ToString::to_string).collect(),
             )
         }
     };
+    let now = crate::clock::now();
     let mut jobs = Vec::with_capacity(specs.len());
-    for spec in specs {
+    let mut warnings = Vec::new();
+    for (spec, line) in specs {
         // The parsers already validated every schedule; a failure here would be a parser bug,
         // reported like any bad line rather than a panic.
         match Schedule::parse(&spec.schedule, spec.timezone.as_deref()) {
-            Ok(schedule) => jobs.push(LoadedJob {
-                spec: Arc::new(spec),
-                schedule,
-            }),
+            Ok(schedule) => {
+                if let Some(why) = schedule.idle_warning(now) {
+                    warnings.push(format!(
+                        "{name}:{line}: job {:?}: {why}; it is registered and will not run",
+                        spec.name
+                    ));
+                }
+                jobs.push(LoadedJob {
+                    spec: Arc::new(spec),
+                    schedule,
+                });
+            }
             Err(e) => errors.push(format!("{name}: job {:?}: {e}", spec.name)),
         }
     }
     Loaded {
         jobs,
         errors,
+        warnings,
         content,
     }
 }

@@ -370,3 +370,17 @@ def test_CONF_16_a_client_given_the_api_token_is_served(guarded: Coordinator) ->
     with client.watch(timeout=10) as stream:
         assert isinstance(next(iter(stream)), Hello)
     client.close()
+
+
+def test_CONF_17_a_job_that_can_never_fire_registers_with_a_warning(
+    election_off: Coordinator,
+) -> None:
+    client = client_for(election_off)
+    parked, ticking = unique("conf17-parked"), unique("conf17")
+    registration = client.register(
+        [Job(parked, "0 0 31 2 *", "true"), Job(ticking, "* * * * *", "true")]
+    )
+    assert len(registration.warnings) == 1, registration
+    assert parked in registration.warnings[0], registration
+    assert "never fires" in registration.warnings[0], registration
+    assert client.should_run(parked, AT).verdict is Verdict.RUN

@@ -169,7 +169,12 @@ export class Client {
     this.policies = new Map(jobs.map((j) => [j.name, j.policy ?? Policy.CLUSTER_POLICY_LEADER]));
     const effectivePolicies: Record<string, Policy> = {};
     for (const e of r.jobs) effectivePolicies[e.name] = e.effectivePolicy;
-    return { jobSetId: r.jobSetId, effectivePolicies, election: stampFromWire(r.election) };
+    return {
+      jobSetId: r.jobSetId,
+      effectivePolicies,
+      election: stampFromWire(r.election),
+      warnings: r.warnings,
+    };
   }
 
   /**

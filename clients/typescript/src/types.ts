@@ -83,6 +83,8 @@ export interface Registration {
   jobSetId: string;
   effectivePolicies: Record<string, Policy>;
   election: ElectionStamp;
+  /** One per job whose schedule will not fire for years or ever (it is registered all the same). */
+  warnings: string[];
 }
 
 /** A ShouldRun answer. `local` is true when the client decided it by the no-manager rule. */

@@ -574,4 +574,21 @@ describe("conformance", () => {
       }
     },
   );
+
+  conformance(
+    "CONF-17",
+    "a job whose schedule can never fire registers with a warning",
+    async () => {
+      const client = clientFor(electionOff);
+      const parked = unique("conf17-parked");
+      const registration = await client.register([
+        job(parked, Policy.CLUSTER_POLICY_LEADER, "0 0 31 2 *"),
+        job(unique("conf17")),
+      ]);
+      assert.equal(registration.warnings.length, 1, JSON.stringify(registration));
+      assert.ok(registration.warnings[0].includes(parked), registration.warnings[0]);
+      assert.match(registration.warnings[0], /never fires/);
+      assert.equal((await client.shouldRun(parked, AT)).verdict, Verdict.VERDICT_RUN);
+    },
+  );
 });

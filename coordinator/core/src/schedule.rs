@@ -392,6 +392,37 @@ impl Schedule {
         }))
     }
 
+    /// A sentence for a schedule that will not fire in the next [`IDLE_HORIZON_DAYS`] after
+    /// `now`: one that can never fire (`0 0 31 2 *`: no month has the day it names), or one
+    /// whose next instant is years away (a Sunday the 29th of February). Cron accepts both and
+    /// so do we: the job registers and simply does not run, so this is a warning, not an
+    /// error. `None` for `@reboot` and for any schedule that fires within the horizon.
+    pub fn idle_warning(&self, now: DateTime<Utc>) -> Option<String> {
+        let Schedule::Cron(c) = self else {
+            return None;
+        };
+        if c.never {
+            return Some(format!(
+                "schedule {:?} never fires: none of its months has the day of the month it \
+                 names",
+                c.expr
+            ));
+        }
+        let horizon = now + chrono::TimeDelta::days(IDLE_HORIZON_DAYS);
+        match self.next_after(now) {
+            Some(t) if t <= horizon => None,
+            Some(t) => Some(format!(
+                "schedule {:?} does not fire before {}",
+                c.expr,
+                t.format("%Y-%m-%d")
+            )),
+            None => Some(format!(
+                "schedule {:?} does not fire before the year 5000",
+                c.expr
+            )),
+        }
+    }
+
     /// True for `@reboot`.
     pub fn is_reboot(&self) -> bool {
         matches!(self, Schedule::Reboot)
@@ -423,6 +454,10 @@ impl Schedule {
         }
     }
 }
+
+/// How far ahead [`Schedule::idle_warning`] looks: four years, so a yearly February 29th
+/// still counts as firing.
+pub const IDLE_HORIZON_DAYS: i64 = 4 * 366;
 
 /// Due instants are whole seconds, so `t > after` is `t > floor(after)`.
 fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {

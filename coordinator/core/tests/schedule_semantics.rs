@@ -281,3 +281,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_schedule_that_cannot_fire_for_years_gets_a_warning_and_others_none() {
+    let now = chrono::DateTime::parse_from_rfc3339("2026-12-06T10:00:00Z")
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let warn = |expr: &str| Schedule::parse(expr, None).unwrap().idle_warning(now);
+    for never in [
+        "0 0 31 2 *",
+        "0 0 30 2 *",
+        "0 0 31 4,6,9,11 *",
+        "0 0 31 2 */2",
+    ] {
+        let w = warn(never).unwrap_or_else(|| panic!("{never}: no warning"));
+        assert!(w.contains("never fires"), "{never}: {w}");
+    }
+    // Sunday the 29th of February (AND rule: the weekday field starts with `*`): 2032 is the
+    // next one, more than four years away.
+    let sparse = warn("0 0 29 2 */7").expect("years away");
+    assert!(
+        sparse.contains("does not fire before 2032-02-29"),
+        "{sparse}"
+    );
+    for fires in [
+        "0 0 29 2 *",
+        "0 0 31 * *",
+        "0 0 13 * 5",
+        "@yearly",
+        "@reboot",
+        "* * * * *",
+    ] {
+        assert_eq!(warn(fires), None, "{fires}");
+    }
+}

@@ -63,8 +63,13 @@ impl JobsConfig {
     }
 }
 
-/// Reads and parses `path` as `format`: every job, or every problem as `file:line: reason`.
-pub fn load(path: &Path, format: JobFileFormat) -> Result<Vec<JobSpec>, Vec<String>> {
+/// What a job file that loaded holds: its jobs, and a warning (`file:line: job "name":
+/// reason`) for each whose schedule will not fire for years or ever.
+pub type LoadedJobs = (Vec<JobSpec>, Vec<String>);
+
+/// Reads and parses `path` as `format`: every job with its warnings, or every problem as
+/// `file:line: reason`.
+pub fn load(path: &Path, format: JobFileFormat) -> Result<LoadedJobs, Vec<String>> {
     let bytes = std::fs::read(path)
         .map_err(|e| vec![format!("cannot read the job file {}: {e}", path.display())])?;
     let (source, bytes) = match format {
@@ -78,7 +83,10 @@ pub fn load(path: &Path, format: JobFileFormat) -> Result<Vec<JobSpec>, Vec<Stri
     };
     let loaded = source::parse(&source, bytes);
     if loaded.errors.is_empty() {
-        Ok(loaded.jobs.iter().map(|j| (*j.spec).clone()).collect())
+        Ok((
+            loaded.jobs.iter().map(|j| (*j.spec).clone()).collect(),
+            loaded.warnings,
+        ))
     } else {
         Err(loaded.errors)
     }
@@ -172,8 +180,8 @@ PATH = /usr/bin
             "# cronstable: name=charge clusterPolicy=Leader\n0 * * * * cronstable-gate charge -- ./c.sh\n",
         )
         .unwrap();
-        let a = load(&system, JobFileFormat::SystemCrontab).unwrap();
-        let b = load(&user, JobFileFormat::Crontab).unwrap();
+        let (a, _) = load(&system, JobFileFormat::SystemCrontab).unwrap();
+        let (b, _) = load(&user, JobFileFormat::Crontab).unwrap();
         assert_eq!(a, b);
         assert_eq!(a[0].name, "charge");
         assert_eq!(a[0].command, "cronstable-gate charge -- ./c.sh");

@@ -154,11 +154,16 @@ fn jobs(ctx: &mut Ctx<'_>, raw: &RawJobs) -> Option<JobsConfig> {
     }
     let path = PathBuf::from(path);
     match super::jobs::load(&path, format) {
-        Ok(specs) => Some(JobsConfig {
-            path,
-            format,
-            specs,
-        }),
+        Ok((specs, warnings)) => {
+            for w in warnings {
+                ctx.warn(&key, w);
+            }
+            Some(JobsConfig {
+                path,
+                format,
+                specs,
+            })
+        }
         Err(problems) => {
             for p in problems {
                 ctx.error(&key, p);

@@ -24,9 +24,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::cache::{ListKey, ViewFacts};
-use super::json::{ClusterFields, JobRow, Output, record_json, rfc3339};
+use super::json::{ClusterFields, JobRow, NextFire, Output, record_json, rfc3339};
 use super::{ApiError, WebState};
-use crate::clock::now_ms;
+use crate::clock::{now_ms, now_utc};
 use crate::cluster::Election;
 use crate::jobs::JobSet;
 use crate::ledger::{Event, Outcome, Record, RunEnd, RunStatus, explain};
@@ -81,10 +81,6 @@ impl ViewFacts {
     }
 }
 
-fn now_utc() -> DateTime<Utc> {
-    DateTime::<Utc>::from_timestamp_millis(now_ms()).unwrap_or_default()
-}
-
 /// `GET /jobs`: served from [`super::cache::ListCache`] while nothing it shows has changed.
 pub(super) async fn list(State(state): State<WebState>) -> Response {
     let set = state.core.registry.current();
@@ -122,6 +118,7 @@ pub(super) async fn list(State(state): State<WebState>) -> Response {
             let cluster = key.facts.cluster_fields(name, job.spec.cluster_policy);
             state.core.ledger.inspect(name, |records| {
                 let status = RunStatus::of(records);
+                let next = NextFire::of(schedule, next);
                 let row = JobRow::new(name, job, next, cluster, status, Output::Omitted);
                 write_json(&mut out, &row);
             });
@@ -157,11 +154,13 @@ pub(super) async fn detail(
     let job = set.get(&name).ok_or_else(|| unknown_job(&name))?;
     let schedules = state.schedules.for_set(&set);
     let facts = view_facts(&state, &set);
-    let next = schedules
-        .get(&name)
-        .and_then(Option::as_ref)
-        .and_then(|s| s.next_after(now_utc()))
-        .map(|t| t.timestamp_millis());
+    let schedule = schedules.get(&name).and_then(Option::as_ref);
+    let next = NextFire::of(
+        schedule,
+        schedule
+            .and_then(|s| s.next_after(now_utc()))
+            .map(|t| t.timestamp_millis()),
+    );
     let cluster = facts.cluster_fields(&name, job.spec.cluster_policy);
     let (mut v, history) = state.core.ledger.inspect(&name, |records| {
         let status = RunStatus::of(records);

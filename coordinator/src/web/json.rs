@@ -111,6 +111,31 @@ pub(super) struct ClusterFields<'a> {
     pub owner: Option<Option<&'a str>>,
 }
 
+/// A job's next fire as `GET /jobs` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum NextFire {
+    /// The next instant (Unix ms).
+    At(i64),
+    /// No instant by schedule: `@reboot`, or a schedule that could not be read.
+    NotTimed,
+    /// A schedule with no instant to come (`0 0 31 2 *`, or none before the year 5000).
+    Never,
+}
+
+impl NextFire {
+    /// From `schedule` and its next instant after now.
+    pub(super) fn of(
+        schedule: Option<&cronstable_core::schedule::Schedule>,
+        next_ms: Option<i64>,
+    ) -> Self {
+        match (schedule, next_ms) {
+            (_, Some(ms)) => Self::At(ms),
+            (Some(s), None) if !s.is_reboot() => Self::Never,
+            _ => Self::NotTimed,
+        }
+    }
+}
+
 /// One row of `GET /jobs`: the definition, the next fire and the run status.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -123,6 +148,8 @@ pub(super) struct JobRow<'a> {
     concurrency_policy: &'static str,
     retries: u32,
     next_fire: Option<String>,
+    /// The schedule names no instant that can come (`0 0 31 2 *`): the dashboard says "never".
+    never_fires: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     cluster_policy: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -138,7 +165,7 @@ impl<'a> JobRow<'a> {
     pub(super) fn new(
         name: &'a str,
         job: &'a RegisteredJob,
-        next_fire_ms: Option<i64>,
+        next_fire: NextFire,
         cluster: ClusterFields<'a>,
         status: RunStatus<'a>,
         output: Output,
@@ -152,7 +179,11 @@ impl<'a> JobRow<'a> {
             executor: &job.executor_id,
             concurrency_policy: spec.concurrency_policy.as_str(),
             retries: spec.retry.retries,
-            next_fire: next_fire_ms.and_then(rfc3339),
+            next_fire: match next_fire {
+                NextFire::At(ms) => rfc3339(ms),
+                NextFire::NotTimed | NextFire::Never => None,
+            },
+            never_fires: next_fire == NextFire::Never,
             cluster_policy: cluster.policy,
             cluster_owner: cluster.owner,
             running: status.running,

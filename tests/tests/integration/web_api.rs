@@ -536,3 +536,39 @@ fn history_survives_a_restart(dir: &Path, extra: &str, stored: impl FnOnce()) {
         "{after}"
     );
 }
+
+#[test]
+fn a_job_that_can_never_fire_registers_with_a_warning_and_shows_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=daily\n0 3 * * * true\n# cronstable: name=parked\n0 0 31 2 * true\n",
+    );
+    let coordinator = Coordinator::start(dir.path());
+    let shim = start_shim(&tab, &coordinator.api, &[]);
+    shim.wait_log(&format!("{}:4: job \"parked\"", tab.display()));
+    assert!(shim.log().contains("never fires"), "{}", shim.log());
+    coordinator
+        .proc
+        .wait_log("job \"parked\": schedule \"0 0 31 2 *\" never fires");
+
+    let jobs = wait_for("both jobs in /jobs", || {
+        let v = get(coordinator.web, "/jobs");
+        (v["jobs"].as_array().map(Vec::len) == Some(2)).then_some(v)
+    });
+    let row = |name: &str| {
+        jobs["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let parked = row("parked");
+    assert_eq!(parked["neverFires"], true, "{parked}");
+    assert!(parked["nextFire"].is_null(), "{parked}");
+    let daily = row("daily");
+    assert_eq!(daily["neverFires"], false, "{daily}");
+    assert!(daily["nextFire"].is_string(), "{daily}");
+}

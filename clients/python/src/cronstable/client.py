@@ -143,6 +143,7 @@ class Client:
             job_set_id=r.job_set_id,
             effective_policies={e.name: Policy(e.effective_policy) for e in r.jobs},
             election=ElectionStamp.from_wire(r.election),
+            warnings=tuple(r.warnings),
         )
 
     def should_run(

@@ -145,12 +145,14 @@ class ElectionStamp:
 
 @dataclasses.dataclass(frozen=True)
 class Registration:
-    """RegisterJobs' answer: the job-set ID, each of this executor's effective policies and the
-    coordinator's election mode."""
+    """RegisterJobs' answer: the job-set ID, each of this executor's effective policies, the
+    coordinator's election mode, and one warning per job whose schedule will not fire for years
+    or ever (the job is registered all the same)."""
 
     job_set_id: str
     effective_policies: Mapping[str, Policy]
     election: ElectionStamp = ElectionStamp()
+    warnings: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

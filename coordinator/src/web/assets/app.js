@@ -142,7 +142,8 @@ function renderJobs(data) {
       el('td', {}, el('strong', {}, j.name)), el('td', {}, el('code', {}, j.schedule)),
       hasPolicy ? el('td', {}, j.clusterPolicy || '') : null,
       hasOwner ? el('td', {}, j.clusterOwner || '—') : null,
-      el('td', { title: j.nextFire || '' }, j.nextFire ? ago(j.nextFire) : '—'), el('td', {}, runCell(j)));
+      el('td', { title: j.nextFire || (j.neverFires ? 'the schedule names no day that comes' : '') },
+        j.nextFire ? ago(j.nextFire) : (j.neverFires ? 'never' : '—')), el('td', {}, runCell(j)));
     tr.addEventListener('click', () => openDrawer(j.name));
     return tr;
   }));
@@ -208,7 +209,7 @@ async function refreshDrawer() {
   const [j, f] = await Promise.all([getJson(`/jobs/${enc}`), getJson(`/jobs/${enc}/firings?from=${Date.now() - WINDOW_MS}`)]);
   if (openJob !== name) return;
   const facts = [['schedule', j.schedule], ['command', j.command], ['policy', j.clusterPolicy || 'election off'],
-    ['owner', 'clusterOwner' in j ? (j.clusterOwner || 'none') : null], ['next fire', j.nextFire ? `${j.nextFire} (${ago(j.nextFire)})` : '—'],
+    ['owner', 'clusterOwner' in j ? (j.clusterOwner || 'none') : null], ['next fire', j.nextFire ? `${j.nextFire} (${ago(j.nextFire)})` : (j.neverFires ? 'never (the schedule names no day that comes)' : '—')],
     ['timezone', j.timezone || 'UTC'], ['concurrency', j.concurrencyPolicy], ['retries', j.retries], ['executor', j.executor]];
   $('#drawer-facts').replaceChildren(...facts.filter(([, v]) => v !== null && v !== undefined).flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   $('#timeline').replaceChildren(timeline(f));

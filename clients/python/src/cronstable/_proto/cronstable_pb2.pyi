@@ -147,14 +147,16 @@ class RegisterJobsRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[JobDefinition, _Mapping]]] = ..., instance_id: _Optional[str] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsResponse(_message.Message):
-    __slots__ = ("job_set_id", "jobs", "election")
+    __slots__ = ("job_set_id", "jobs", "election", "warnings")
     JOB_SET_ID_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     ELECTION_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     job_set_id: str
     jobs: _containers.RepeatedCompositeFieldContainer[EffectiveJob]
     election: ElectionStamp
-    def __init__(self, job_set_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[EffectiveJob, _Mapping]]] = ..., election: _Optional[_Union[ElectionStamp, _Mapping]] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, job_set_id: _Optional[str] = ..., jobs: _Optional[_Iterable[_Union[EffectiveJob, _Mapping]]] = ..., election: _Optional[_Union[ElectionStamp, _Mapping]] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ElectionStamp(_message.Message):
     __slots__ = ("mode", "generation")

@@ -486,7 +486,14 @@ export interface RegisterJobsResponse {
   jobSetId: string;
   jobs: EffectiveJob[];
   /** the coordinator's election mode (absent: unknown) */
-  election: ElectionStamp | undefined;
+  election:
+    | ElectionStamp
+    | undefined;
+  /**
+   * One sentence per registered job whose schedule will not fire for years or ever (e.g.
+   * "0 0 31 2 *"): the job is registered all the same, as cron accepts it.
+   */
+  warnings: string[];
 }
 
 /**
@@ -1220,7 +1227,7 @@ export const RegisterJobsRequest: MessageFns<RegisterJobsRequest> = {
 };
 
 function createBaseRegisterJobsResponse(): RegisterJobsResponse {
-  return { jobSetId: "", jobs: [], election: undefined };
+  return { jobSetId: "", jobs: [], election: undefined, warnings: [] };
 }
 
 export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
@@ -1233,6 +1240,9 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     }
     if (message.election !== undefined) {
       ElectionStamp.encode(message.election, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.warnings) {
+      writer.uint32(34).string(v!);
     }
     return writer;
   },
@@ -1274,6 +1284,14 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
             message.election = ElectionStamp.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.warnings.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1295,6 +1313,7 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
         : "",
       jobs: globalThis.Array.isArray(object?.jobs) ? object.jobs.map((e: any) => EffectiveJob.fromJSON(e)) : [],
       election: isSet(object.election) ? ElectionStamp.fromJSON(object.election) : undefined,
+      warnings: globalThis.Array.isArray(object?.warnings) ? object.warnings.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -1309,6 +1328,9 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     if (message.election !== undefined) {
       obj.election = ElectionStamp.toJSON(message.election);
     }
+    if (message.warnings?.length) {
+      obj.warnings = message.warnings;
+    }
     return obj;
   },
 
@@ -1322,6 +1344,7 @@ export const RegisterJobsResponse: MessageFns<RegisterJobsResponse> = {
     message.election = (object.election !== undefined && object.election !== null)
       ? ElectionStamp.fromPartial(object.election)
       : undefined;
+    message.warnings = object.warnings?.map((e) => e) || [];
     return message;
   },
 };
