@@ -21,6 +21,8 @@ pub struct Etcd {
     /// Serve clients over TLS with the certificates in `dir`, and check auth with this root
     /// password.
     secure: Option<String>,
+    /// Serve clients over TLS and require a client certificate signed by the CA in `dir`.
+    client_certs: bool,
 }
 
 impl Etcd {
@@ -44,7 +46,65 @@ impl Etcd {
             peer: free_port(),
             child: Mutex::new(None),
             secure,
+            client_certs: false,
         }
+    }
+
+    /// Starts an etcd that serves clients over TLS and admits only clients with a certificate
+    /// from its CA (`--client-cert-auth`); no password auth. The client's files are
+    /// [`Self::client_files`].
+    pub fn start_mtls() -> Etcd {
+        let mut e = Self::unstarted(None);
+        e.client_certs = true;
+        make_certs(e.dir.path());
+        e.launch();
+        e
+    }
+
+    /// The CA, client certificate and client key a client of [`Self::start_mtls`] presents.
+    pub fn client_files(&self) -> [PathBuf; 3] {
+        let d = self.dir.path();
+        [d.join("ca.pem"), d.join("client.pem"), d.join("client.key")]
+    }
+
+    /// Rotates every certificate: a new CA, server and client certificate, and a restart that
+    /// trusts only the new CA, so a client still holding the old files is refused from then
+    /// on (as after a revocation or an expiry).
+    pub fn rotate_certificates(&self) {
+        self.stop();
+        make_certs(self.dir.path());
+        self.launch();
+    }
+
+    /// Changes the root password of a [`Self::start_secure`] etcd (a rotation).
+    pub fn change_root_password(&mut self, new: &str) {
+        use std::io::Write;
+        let mut child = self
+            .etcdctl(true)
+            .args(["user", "passwd", "root", "--interactive=false"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("etcdctl user passwd");
+        writeln!(child.stdin.take().expect("stdin"), "{new}").unwrap();
+        assert!(
+            child.wait().unwrap().success(),
+            "etcdctl user passwd root failed"
+        );
+        self.secure = Some(new.to_owned());
+    }
+
+    /// How many keys start with `prefix`.
+    pub fn count_keys(&self, prefix: &str) -> usize {
+        let out = self
+            .etcdctl(true)
+            .args(["get", prefix, "--prefix", "--keys-only"])
+            .stdout(Stdio::piped())
+            .output()
+            .expect("etcdctl get");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .count()
     }
 
     /// Starts an etcd that serves clients over TLS (a CA and a server certificate for
@@ -72,7 +132,7 @@ impl Etcd {
 
     /// Its client URL, `http(s)://127.0.0.1:<port>`.
     pub fn endpoint(&self) -> String {
-        let scheme = if self.secure.is_some() {
+        let scheme = if self.secure.is_some() || self.client_certs {
             "https"
         } else {
             "http"
@@ -92,6 +152,15 @@ impl Etcd {
                 c.args(["--user", &format!("root:{pw}")]);
             }
         }
+        if self.client_certs {
+            let [ca, cert, key] = self.client_files();
+            c.arg("--cacert")
+                .arg(ca)
+                .arg("--cert")
+                .arg(cert)
+                .arg("--key")
+                .arg(key);
+        }
         c
     }
 
@@ -102,13 +171,20 @@ impl Etcd {
         assert!(slot.is_none(), "etcd is already running");
         let peer = format!("http://127.0.0.1:{}", self.peer);
         let mut cmd = Command::new("etcd");
-        if self.secure.is_some() {
+        if self.secure.is_some() || self.client_certs {
             let d = self.dir.path();
             cmd.arg("--cert-file")
                 .arg(d.join("server.pem"))
                 .arg("--key-file")
-                .arg(d.join("server.key"))
-                .args(["--auth-token", "simple", "--auth-token-ttl", "2"]);
+                .arg(d.join("server.key"));
+        }
+        if self.secure.is_some() {
+            cmd.args(["--auth-token", "simple", "--auth-token-ttl", "2"]);
+        }
+        if self.client_certs {
+            cmd.arg("--client-cert-auth")
+                .arg("--trusted-ca-file")
+                .arg(self.dir.path().join("ca.pem"));
         }
         let child = cmd
             .args(["--name", "t", "--data-dir"])
@@ -183,7 +259,8 @@ impl Drop for Etcd {
     }
 }
 
-/// A throwaway CA and a server certificate for 127.0.0.1, made with the openssl CLI.
+/// A throwaway CA, a server certificate for 127.0.0.1 and a client certificate, made with the
+/// openssl CLI (again on every call: a rotation).
 fn make_certs(dir: &std::path::Path) {
     let run = |args: &[&str]| {
         let ok = Command::new("openssl")
@@ -245,5 +322,40 @@ fn make_certs(dir: &std::path::Path) {
         "1",
         "-extfile",
         "ext.cnf",
+    ]);
+    std::fs::write(
+        dir.join("client-ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n\
+         extendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "client.key",
+        "-out",
+        "client.csr",
+        "-subj",
+        "/CN=cronstable",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "client-ext.cnf",
     ]);
 }

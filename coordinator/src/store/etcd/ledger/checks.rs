@@ -51,7 +51,9 @@ pub async fn an_unreachable_etcd_delays_writes_and_loses_none(etcd: &impl RealEt
     etcd.stop();
     let ledger = Ledger::new();
     let started = tokio::time::Instant::now();
-    open(&cfg, None, "n1", &ledger).await.unwrap();
+    open(&EtcdCredentials::fixed(&cfg, None), "n1", &ledger)
+        .await
+        .unwrap();
     assert!(started.elapsed() <= LOAD_TIMEOUT + Duration::from_secs(2));
     for at in [1_000, 2_000, 3_000] {
         ledger.append(record(

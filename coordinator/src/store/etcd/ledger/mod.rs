@@ -116,14 +116,19 @@ impl EtcdLedgerPlace {
     }
 }
 
-/// Connects with `cluster.etcd`'s endpoints, TLS and credentials (`password`: resolved).
-async fn connect(
-    config: &EtcdConfig,
-    password: Option<&str>,
-    timeout: Duration,
-) -> Result<Client, String> {
-    let access =
-        crate::store::etcd::EtcdAccess::resolve(config, password.map(|p| Ok(p.to_owned())));
+/// `cluster.etcd.password` as it reads now.
+fn password(credentials: &EtcdCredentials) -> Result<Option<String>, String> {
+    credentials
+        .password()
+        .transpose()
+        .map_err(|e| format!("cluster.etcd.password: {e}"))
+}
+
+/// Connects with `cluster.etcd`'s endpoints, TLS files and password, all read now (a rotated
+/// certificate or password is used by the next connection).
+async fn connect(credentials: &EtcdCredentials, timeout: Duration) -> Result<Client, String> {
+    let config = credentials.config();
+    let access = crate::store::etcd::EtcdAccess::resolve(config, password(credentials)?.map(Ok));
     if let Some(why) = &access.unusable {
         return Err(why.clone());
     }
@@ -202,15 +207,9 @@ impl LedgerStore for EtcdLedger {
     }
 
     async fn open(&self, node: &str, ledger: &Ledger) -> Result<(), LedgerStoreError> {
-        let failed = |e: LedgerEtcdError| LedgerStoreError::from(Box::new(e) as Box<_>);
-        let password = self.credentials.password().transpose().map_err(|e| {
-            failed(LedgerEtcdError::Settings(format!(
-                "cluster.etcd.password: {e}"
-            )))
-        })?;
-        open(self.credentials.config(), password, node, ledger)
+        open(&self.credentials, node, ledger)
             .await
-            .map_err(failed)
+            .map_err(|e| LedgerStoreError::from(Box::new(e) as Box<_>))
     }
 }
 
@@ -218,16 +217,19 @@ impl LedgerStore for EtcdLedger {
 /// the writer task that stores every later record. Call before anything records. Only
 /// unusable settings are an error; an unreachable etcd is a WARNING.
 async fn open(
-    config: &EtcdConfig,
-    password: Option<String>,
+    credentials: &EtcdCredentials,
     node: &str,
     ledger: &Ledger,
 ) -> Result<(), LedgerEtcdError> {
+    let config = credentials.config();
     crate::store::etcd::tls_options(config).map_err(LedgerEtcdError::Settings)?;
+    // A password that does not resolve at the start is a settings error; later it is read
+    // again at every connection, so a rotated one is used.
+    password(credentials).map_err(LedgerEtcdError::Settings)?;
     let place = EtcdLedgerPlace::new(&config.election_name, node);
     let budget = config.renew_request_budget().max(Duration::from_secs(1));
     let loading = async {
-        let mut client = connect(config, password.as_deref(), budget).await?;
+        let mut client = connect(credentials, budget).await?;
         load(&mut client, &place, ledger).await
     };
     match tokio::time::timeout(LOAD_TIMEOUT, loading).await {
@@ -256,15 +258,14 @@ async fn open(
     }
     let (tx, rx) = mpsc::channel(QUEUE);
     ledger.set_sink(tx);
-    crate::spawn(write_all(config.clone(), password, place, budget, rx));
+    crate::spawn(write_all(credentials.clone(), place, budget, rx));
     Ok(())
 }
 
 /// The writer: batches of records, one transaction each, retried until they land. Ends when
 /// the ledger (and with it the sender) is dropped.
 async fn write_all(
-    config: EtcdConfig,
-    password: Option<String>,
+    credentials: EtcdCredentials,
     place: EtcdLedgerPlace,
     budget: Duration,
     mut rx: mpsc::Receiver<Record>,
@@ -291,7 +292,7 @@ async fn write_all(
         }
         let result = async {
             if client.is_none() {
-                client = Some(connect(&config, password.as_deref(), budget).await?);
+                client = Some(connect(&credentials, budget).await?);
             }
             let c = client.as_mut().expect("connected above");
             let ops: Vec<TxnOp> = batch
