@@ -35,6 +35,8 @@ need_pkg mount mount
 # chattr: reboot_record_first.rs makes the filesystem store's record stream immutable, which
 # even root cannot append to
 need_pkg chattr e2fsprogs
+# libfaketime: a coordinator whose clock is off (tests/tests/integration/clock_skew.rs).
+need_pkg faketime faketime
 # Prometheus' own checker for the /metrics exposition.
 need_pkg promtool prometheus
 # Debian's real cron daemon runs cronstable-gate (tests/tests/integration/gate_cron.rs), and the systemd

@@ -18,6 +18,24 @@ pub enum Store {
 
 /// Starts a coordinator named `name` in `dir` on `store` with lease `ttl` seconds.
 pub fn start_lease_node(dir: &Path, name: &str, store: &Store, ttl: u64) -> Coordinator {
+    start_lease_node_in(
+        std::process::Command::new(crate::binary("cronstable")),
+        dir,
+        name,
+        store,
+        ttl,
+    )
+}
+
+/// [`start_lease_node`] with `program` (the `cronstable` binary, possibly behind a wrapper such
+/// as `faketime`).
+pub fn start_lease_node_in(
+    program: std::process::Command,
+    dir: &Path,
+    name: &str,
+    store: &Store,
+    ttl: u64,
+) -> Coordinator {
     let (api_port, web_port) = (free_port(), free_port());
     if let Store::Filesystem(path) = store
         && !path.exists()
@@ -46,7 +64,8 @@ pub fn start_lease_node(dir: &Path, name: &str, store: &Store, ttl: u64) -> Coor
         ),
     )
     .unwrap();
-    Coordinator::start_with(
+    Coordinator::start_in(
+        program,
         config,
         format!("http://127.0.0.1:{api_port}"),
         ([127, 0, 0, 1], web_port).into(),

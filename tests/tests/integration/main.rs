@@ -5,6 +5,7 @@
 //! namespaces, mount namespaces, `chattr`) are in the `lab` binary.
 
 mod api_auth;
+mod clock_skew;
 mod dashboard_browser;
 mod deploy_artifacts;
 mod etcd_credentials;

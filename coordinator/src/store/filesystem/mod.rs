@@ -26,6 +26,12 @@
 //! - A challenger takes over only once the expiry is a further 1 s in the past on its own wall
 //!   clock (LSE-FS-04), and bumps the fence counter (LSE-FS-01). Two leaders at once therefore
 //!   need more than about 2 s of skew between hosts: run NTP.
+//! - Every round first measures this node's clock against the store's: it rewrites a probe file
+//!   of its own (`<path>/<deploymentId>/leases/.clock-<nodeName>`) under the lock and compares
+//!   the file's modification time, which the store's side sets, with its own wall clock. Off by
+//!   more than [`MAX_CLOCK_SKEW`], the node neither takes nor renews the lease (it stands down,
+//!   says why in `/cluster`'s `last_error`, and logs once when the skew appears and once when it
+//!   clears). A store whose clients set file times themselves hides this; run NTP regardless.
 //! - A graceful release clears the holder (keeping the fence), so a challenger wins at once.
 //! - Every file operation runs on a blocking thread bounded by the driver's round timeout, so an
 //!   unresponsive mount cannot wedge the runtime; while one is stuck, later rounds wait for it
@@ -60,12 +66,58 @@ pub struct LeaseFile {
     pub expiry_ms: i64,
 }
 
+/// How far this node's wall clock may be from the store's (its file times) before the node
+/// stops leading. Two holders can overlap only past about 2 s of skew between two nodes (the
+/// expiry margin); 1.5 s leaves room for stores that keep file times to the whole second.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_millis(1500);
+
+/// Why this node must not lead when its clock reads `local_ms` and the store's `store_ms`.
+pub fn skew_refusal(local_ms: i64, store_ms: i64, probe: &Path) -> Option<String> {
+    let skew_ms = local_ms.saturating_sub(store_ms);
+    if skew_ms.unsigned_abs() <= MAX_CLOCK_SKEW.as_millis() as u64 {
+        return None;
+    }
+    let way = if skew_ms > 0 { "ahead of" } else { "behind" };
+    Some(format!(
+        "clock skew: this node's clock is {:.1} s {way} the store's (the modification time of \
+         {}); past {:.1} s two holders could overlap, so this node does not lead until its clock \
+         is back within it: check NTP",
+        skew_ms.unsigned_abs() as f64 / 1000.0,
+        probe.display(),
+        MAX_CLOCK_SKEW.as_secs_f64()
+    ))
+}
+
+/// Rewrites `probe` and returns its modification time (Unix ms): the store's clock now.
+fn store_clock(probe: &Path) -> Result<i64, LeaseError> {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(probe)
+        .map_err(|e| store_err("cannot write the clock probe", probe, e))?;
+    f.write_all(b"clock probe\n")
+        .map_err(|e| store_err("cannot write the clock probe", probe, e))?;
+    let modified = f
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(|e| store_err("cannot read the clock probe's time", probe, e))?;
+    let since = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Ok(i64::try_from(since.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A filesystem lease contender.
 #[derive(Debug)]
 pub struct FilesystemStore {
     root: PathBuf,
     leases: PathBuf,
     file: PathBuf,
+    /// This node's clock probe (see the module docs).
+    clock_probe: PathBuf,
+    /// The skew refusal of the last round, to log only its changes.
+    skewed: Option<String>,
     election_name: String,
     node_name: String,
     holder: String,
@@ -108,6 +160,8 @@ impl FilesystemStore {
         let file = leases.join(format!("{}.json", config.election_name));
         Self {
             root: config.path.clone(),
+            clock_probe: leases.join(format!(".clock-{node_name}")),
+            skewed: None,
             leases,
             file,
             election_name: config.election_name.clone(),
@@ -347,19 +401,42 @@ impl LeaseStore for FilesystemStore {
 
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
         let (file, me, ttl) = (self.file.clone(), self.holder.clone(), self.ttl);
-        let (lease, held) = self
+        let probe = self.clock_probe.clone();
+        let round = self
             .blocking(move || {
                 let _guard = lock(&file)?;
-                let current = read(&file)?;
+                let store_ms = store_clock(&probe)?;
                 // The wall clock is read under the lock, right before the decision it feeds.
-                let (next, held) = decide_round(current.as_ref(), &me, clock::now_ms(), ttl);
+                let now_ms = clock::now_ms();
+                if let Some(why) = skew_refusal(now_ms, store_ms, &probe) {
+                    return Ok(Err(why));
+                }
+                let current = read(&file)?;
+                let (next, held) = decide_round(current.as_ref(), &me, now_ms, ttl);
                 if let Some(next) = &next {
                     write(&file, next)?;
                 }
-                Ok((next.or(current).unwrap_or_default(), held))
+                Ok(Ok((next.or(current).unwrap_or_default(), held)))
             })
             .await?;
-        Ok(self.observation(&lease, held))
+        match round {
+            Ok((lease, held)) => {
+                if self.skewed.take().is_some() {
+                    tracing::info!(
+                        "cluster: this node's clock is back within {:?} of the filesystem store's; it may lead again",
+                        MAX_CLOCK_SKEW
+                    );
+                }
+                Ok(self.observation(&lease, held))
+            }
+            Err(why) => {
+                if self.skewed.is_none() {
+                    tracing::error!("cluster: {why}");
+                }
+                self.skewed = Some(why.clone());
+                Err(LeaseError::StandDown(why))
+            }
+        }
     }
 
     async fn release(&mut self) -> Result<(), LeaseError> {

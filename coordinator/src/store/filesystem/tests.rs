@@ -336,3 +336,18 @@ mod handoffs {
         .await;
     }
 }
+
+#[test]
+fn a_clock_off_the_store_by_more_than_the_budget_is_refused_either_way() {
+    use super::{MAX_CLOCK_SKEW, skew_refusal};
+    let probe = std::path::Path::new("/store/default/leases/.clock-a");
+    let budget = MAX_CLOCK_SKEW.as_millis() as i64;
+    assert_eq!(skew_refusal(10_000, 10_000, probe), None);
+    assert_eq!(skew_refusal(10_000 + budget, 10_000, probe), None);
+    assert_eq!(skew_refusal(10_000 - budget, 10_000, probe), None);
+    let ahead = skew_refusal(15_000, 10_000, probe).expect("5 s ahead");
+    assert!(ahead.contains("5.0 s ahead of the store's"), "{ahead}");
+    assert!(ahead.contains(".clock-a"), "{ahead}");
+    let behind = skew_refusal(10_000, 12_000, probe).expect("2 s behind");
+    assert!(behind.contains("2.0 s behind"), "{behind}");
+}

@@ -1,0 +1,92 @@
+//! A filesystem-lease node whose clock is off (the lease-faults issue): run under Debian's
+//! `faketime` (libfaketime), its wall clock is ahead of the store's file times. Within the
+//! budget it takes part as any node; past it, it never leads and says why, in `/cluster`'s
+//! `last_error` and one log line, while the node with a true clock keeps the lease.
+//!
+//! Red before the fix: a node 5 s ahead saw every renewal of the holder's lease as expired
+//! (expiry + 1 s margin already past on its clock), took the lease over and led beside it.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use cronstable_tests::lease::{Store, is_leader, start_lease_node, start_lease_node_in};
+use cronstable_tests::{Coordinator, binary, http, wait_for};
+
+/// The `cronstable` binary under libfaketime, its clock `offset` (e.g. `+5s`) from the real
+/// one. NO_FAKE_STAT: file times stay the store's, as on a host whose clock is really off.
+fn skewed(offset: &str) -> Command {
+    let mut cmd = Command::new("faketime");
+    cmd.args(["-f", offset])
+        .arg(binary("cronstable"))
+        .env("NO_FAKE_STAT", "1");
+    cmd
+}
+
+fn last_error(c: &Coordinator) -> String {
+    http(c.web, "GET", "/cluster")
+        .map(|r| r.json()["last_error"].as_str().unwrap_or("").to_owned())
+        .unwrap_or_default()
+}
+
+fn store(dir: &Path) -> Store {
+    Store::Filesystem(dir.join("store"))
+}
+
+#[test]
+fn a_node_whose_clock_is_far_ahead_never_leads_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let a = start_lease_node(dir.path(), "a", &store, 3);
+    wait_for("a leads", || is_leader(a.web).filter(|l| *l));
+    let b = start_lease_node_in(skewed("+5s"), dir.path(), "b", &store, 3);
+    wait_for("b's first rounds", || {
+        http(b.web, "GET", "/cluster")
+            .ok()
+            .filter(|r| !r.json()["last_error"].is_null() || r.json()["leader"].is_string())
+    });
+    // Several lease periods: b never takes the lease, a keeps it.
+    for _ in 0..40 {
+        assert_eq!(is_leader(b.web), Some(false), "the skewed node leads");
+        assert_eq!(
+            is_leader(a.web),
+            Some(true),
+            "the true-clock node lost the lease"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let why = last_error(&b);
+    assert!(
+        why.contains("clock skew") && why.contains("ahead of the store's"),
+        "{why}"
+    );
+    let lines = b
+        .proc
+        .log()
+        .lines()
+        .filter(|l| l.contains("clock skew: this node's clock is"))
+        .count();
+    assert_eq!(
+        lines,
+        1,
+        "one log line while the skew lasts: {}",
+        b.proc.log()
+    );
+}
+
+#[test]
+fn a_node_within_the_skew_budget_takes_part_as_any_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let b = start_lease_node_in(skewed("+0.5s"), dir.path(), "b", &store, 3);
+    wait_for("b, half a second ahead, leads", || {
+        is_leader(b.web).filter(|l| *l)
+    });
+    let a = start_lease_node(dir.path(), "a", &store, 3);
+    wait_for("a follows b", || {
+        http(a.web, "GET", "/cluster")
+            .ok()
+            .filter(|r| r.json()["leader"] == "b")
+    });
+    assert!(!last_error(&b).contains("clock skew"), "{}", last_error(&b));
+}
