@@ -36,6 +36,7 @@
 //! - [`clock`]: the one wall-clock read, and [`clock::Now`], one reading of both clocks.
 //! - [`grpc`]: the `cronstable.v1.Executor` service; the only code that sees prost types.
 //! - [`web`]: the HTTP API and dashboard; the only code that sees axum types.
+//! - [`token`]: the bearer tokens of both APIs (`api.authToken`, `web.authToken`).
 //! - [`listeners`]: binding `api.listen` and `web.listen`.
 //! - [`verify`]: `cronstable verify`, the schedule checker over run logs.
 //! - [`demo`]: the `cronstable demo` quick start.
