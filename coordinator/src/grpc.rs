@@ -222,33 +222,13 @@ impl Executor for ExecutorService {
             crate::cluster::Election::Off
         );
         let now = crate::clock::now_utc();
-        let warnings: Vec<String> = set
+        let (mut jobs, mut warnings) = (Vec::new(), Vec::new());
+        for j in set
             .jobs
             .values()
             .filter(|j| j.executor_id == req.executor_id)
-            .filter_map(|j| {
-                let schedule = cronstable_core::schedule::Schedule::parse(
-                    &j.spec.schedule,
-                    j.spec.timezone.as_deref(),
-                )
-                .ok()?;
-                let why = schedule.idle_warning(now)?;
-                Some(format!(
-                    "job {:?}: {why}; it is registered and will not run",
-                    j.spec.name
-                ))
-            })
-            .collect();
-        if set.id != before {
-            for w in &warnings {
-                tracing::warn!(executor = req.executor_id, "{w}");
-            }
-        }
-        let jobs = set
-            .jobs
-            .values()
-            .filter(|j| j.executor_id == req.executor_id)
-            .map(|j| pb::EffectiveJob {
+        {
+            jobs.push(pb::EffectiveJob {
                 name: j.spec.name.clone(),
                 // With election off the policy is inert: every node runs every job.
                 effective_policy: if election_on {
@@ -256,8 +236,25 @@ impl Executor for ExecutorService {
                 } else {
                     pb::ClusterPolicy::EveryNode as i32
                 },
-            })
-            .collect();
+            });
+            let idle = cronstable_core::schedule::Schedule::parse(
+                &j.spec.schedule,
+                j.spec.timezone.as_deref(),
+            )
+            .ok()
+            .and_then(|s| s.idle_warning(now));
+            if let Some(why) = idle {
+                warnings.push(format!(
+                    "job {:?}: {why}; it is registered and will not run",
+                    j.spec.name
+                ));
+            }
+        }
+        if set.id != before {
+            for w in &warnings {
+                tracing::warn!(executor = req.executor_id, "{w}");
+            }
+        }
         Ok(Response::new(pb::RegisterJobsResponse {
             job_set_id: set.id.to_string(),
             jobs,

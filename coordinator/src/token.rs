@@ -23,6 +23,7 @@ pub struct TokenWriters {
     pub api: tokio::sync::watch::Sender<Option<Arc<AuthToken>>>,
 }
 
+#[cfg(test)]
 impl TokenWriters {
     /// Writers holding no token (both APIs open), for tests.
     pub fn open() -> Self {

@@ -116,9 +116,9 @@ pub fn decided(job: &str, scheduled_at_ms: i64, attempt: u32, at_ms: i64) -> Rec
     }
 }
 
-/// A claim whose answer was lost (the request timed out while the store completed it) is not a
-/// lost sequence: the next pass finds the claim by its token and resumes it (RTY-04, RTY-07).
-pub async fn a_claim_whose_answer_was_lost_is_resumed(h: Handoffs) {
+/// One record for `backup` in `h` (written a second before "now"), and a leading node n2
+/// whose executor registered `backup`; with that "now".
+pub async fn a_backup_record_held_for_n2(h: &Handoffs) -> (CoordinatorState, i64) {
     let state = leading_state("n2");
     state
         .registry
@@ -131,6 +131,13 @@ pub async fn a_claim_whose_answer_was_lost_is_resumed(h: Handoffs) {
     h.write(&record("backup", 1_000, now - 1_000))
         .await
         .unwrap();
+    (state, now)
+}
+
+/// A claim whose answer was lost (the request timed out while the store completed it) is not a
+/// lost sequence: the next pass finds the claim by its token and resumes it (RTY-04, RTY-07).
+pub async fn a_claim_whose_answer_was_lost_is_resumed(h: Handoffs) {
+    let (state, now) = a_backup_record_held_for_n2(&h).await;
     let scanned = h.pending().await.unwrap().remove(0);
     // The claim happened in the store; the claimer only knows it asked.
     assert!(

@@ -3,9 +3,9 @@
 //! `crate::store`; the same checks on a real etcd run in the integration tier
 //! (`tests/tests/integration/etcd_handoff.rs`).
 
-use cronstable_core::{FiringKind, JobSpec, Reason};
+use cronstable_core::{FiringKind, Reason};
 
-use super::conformance::{leading_state, record};
+use super::conformance::{a_backup_record_held_for_n2, record};
 use super::resume::{InFlight, scan_once};
 use super::{Handoffs, RECORD_EXPIRY};
 use crate::lease::conformance::fs_config;
@@ -17,18 +17,7 @@ use crate::store::filesystem::handoff::FilesystemHandoffs;
 /// leading node n2 whose executor registered `backup`; with that "now".
 async fn holder_with_a_backup_record(dir: &std::path::Path) -> (Handoffs, CoordinatorState, i64) {
     let h = FilesystemHandoffs::handoffs(&fs_config(dir));
-    let state = leading_state("n2");
-    state
-        .registry
-        .register(
-            "shim-n2",
-            vec![JobSpec::new("backup", "* * * * *", "false")],
-        )
-        .unwrap();
-    let now = 10_000_000;
-    h.write(&record("backup", 1_000, now - 1_000))
-        .await
-        .unwrap();
+    let (state, now) = a_backup_record_held_for_n2(&h).await;
     (h, state, now)
 }
 

@@ -70,19 +70,30 @@ fn recorded_from(from_ms: i64) -> Vec<Record> {
         .collect()
 }
 
-/// Opens `node`'s ledger on `store` until `job` has `len` records, and returns them.
-async fn read_back(store: &impl LedgerStore, node: &str, job: &str, len: usize) -> Vec<Record> {
+/// Opens `node`'s ledger on `store` until `job`'s records satisfy `done` (or
+/// [`READ_BACK_WITHIN`] passed), and returns them.
+async fn read_back_until(
+    store: &impl LedgerStore,
+    node: &str,
+    job: &str,
+    done: impl Fn(&[Record]) -> bool,
+) -> Vec<Record> {
     let deadline = tokio::time::Instant::now() + READ_BACK_WITHIN;
     loop {
         let fresh = Ledger::new();
         store.open(node, &fresh).await.expect("open a ledger store");
         let got = fresh.records(job);
-        if got.len() >= len || tokio::time::Instant::now() >= deadline {
+        if done(&got) || tokio::time::Instant::now() >= deadline {
             return got;
         }
         // Polling a store that writes in the background; the deadline bounds it.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// [`read_back_until`] `job` has `len` records.
+async fn read_back(store: &impl LedgerStore, node: &str, job: &str, len: usize) -> Vec<Record> {
+    read_back_until(store, node, job, |r| r.len() >= len).await
 }
 
 /// What one process recorded, the next one under the same node name reads back; another node's
@@ -162,14 +173,7 @@ pub async fn a_read_back_keeps_the_newest_records_per_job(store: &impl LedgerSto
         first.append(r.clone());
     }
     // The read back is full as soon as PER_JOB records are there; wait for the newest one.
-    let deadline = tokio::time::Instant::now() + READ_BACK_WITHIN;
-    let back = loop {
-        let back = read_back(store, "n1", "backup", Ledger::PER_JOB).await;
-        if back.last() == written.last() || tokio::time::Instant::now() >= deadline {
-            break back;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let back = read_back_until(store, "n1", "backup", |r| r.last() == written.last()).await;
     assert_eq!(
         back,
         written[many - Ledger::PER_JOB..],

@@ -31,6 +31,17 @@ fn get(web: SocketAddr, path: &str) -> Value {
     r.json()
 }
 
+/// The row of job `name` in a `GET /jobs` body.
+fn row(jobs: &Value, name: &str) -> Value {
+    jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == name)
+        .unwrap_or_else(|| panic!("no job {name} in {jobs}"))
+        .clone()
+}
+
 #[test]
 fn jobs_firings_and_node_describe_what_ran() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,15 +60,7 @@ fn jobs_firings_and_node_describe_what_ran() {
             .is_some_and(|j| j.len() == 2 && j.iter().all(|j| !j["lastRun"].is_null()));
         done.then_some(v)
     });
-    let by_name = |name: &str| {
-        jobs["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["name"] == name)
-            .unwrap()
-            .clone()
-    };
+    let by_name = |name: &str| row(&jobs, name);
     let ok = by_name("ok");
     assert_eq!(ok["schedule"], "* * * * * *");
     assert!(ok["nextFire"].as_str().unwrap().ends_with('Z'), "{ok}");
@@ -556,15 +559,7 @@ fn a_job_that_can_never_fire_registers_with_a_warning_and_shows_never() {
         let v = get(coordinator.web, "/jobs");
         (v["jobs"].as_array().map(Vec::len) == Some(2)).then_some(v)
     });
-    let row = |name: &str| {
-        jobs["jobs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|j| j["name"] == name)
-            .unwrap()
-            .clone()
-    };
+    let row = |name: &str| row(&jobs, name);
     let parked = row("parked");
     assert_eq!(parked["neverFires"], true, "{parked}");
     assert!(parked["nextFire"].is_null(), "{parked}");

@@ -116,19 +116,11 @@ impl EtcdLedgerPlace {
     }
 }
 
-/// `cluster.etcd.password` as it reads now.
-fn password(credentials: &EtcdCredentials) -> Result<Option<String>, String> {
-    credentials
-        .password()
-        .transpose()
-        .map_err(|e| format!("cluster.etcd.password: {e}"))
-}
-
 /// Connects with `cluster.etcd`'s endpoints, TLS files and password, all read now (a rotated
 /// certificate or password is used by the next connection).
 async fn connect(credentials: &EtcdCredentials, timeout: Duration) -> Result<Client, String> {
     let config = credentials.config();
-    let access = crate::store::etcd::EtcdAccess::resolve(config, password(credentials)?.map(Ok));
+    let access = credentials.resolve();
     if let Some(why) = &access.unusable {
         return Err(why.clone());
     }
@@ -222,10 +214,11 @@ async fn open(
     ledger: &Ledger,
 ) -> Result<(), LedgerEtcdError> {
     let config = credentials.config();
-    crate::store::etcd::tls_options(config).map_err(LedgerEtcdError::Settings)?;
-    // A password that does not resolve at the start is a settings error; later it is read
-    // again at every connection, so a rotated one is used.
-    password(credentials).map_err(LedgerEtcdError::Settings)?;
+    // TLS files or a password that do not resolve at the start are a settings error; later
+    // they are read again at every connection, so rotated ones are used.
+    if let Some(why) = credentials.resolve().unusable {
+        return Err(LedgerEtcdError::Settings(why));
+    }
     let place = EtcdLedgerPlace::new(&config.election_name, node);
     let budget = config.renew_request_budget().max(Duration::from_secs(1));
     let loading = async {
