@@ -342,6 +342,9 @@ pub struct BackendContext {
     pub job_set: watch::Receiver<Arc<JobSet>>,
     /// The run ledger, read for the display-only run summaries gossip shares.
     pub ledger: crate::ledger::Ledger,
+    /// The earliest Leader firing an executor on this node let pass unasked (`None`: every
+    /// executor keeps up). A lease backend does not hold its lease while there is one.
+    pub overdue: watch::Receiver<Option<crate::liveness::Overdue>>,
     /// Resolves when the coordinator shuts down.
     pub shutdown: ShutdownSignal,
 }

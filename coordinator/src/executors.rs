@@ -194,6 +194,13 @@ impl Executors {
         }
     }
 
+    /// Whether `executor`'s holder opened a Watch stream since it registered: a long-lived
+    /// executor, whose pace [`crate::liveness`] judges.
+    pub fn watched(&self, executor: &str) -> bool {
+        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        table.get(executor).is_some_and(|h| h.watched)
+    }
+
     /// The instance that holds `executor`, if any.
     pub fn holder(&self, executor: &str) -> Option<Instance> {
         let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);

@@ -22,6 +22,8 @@
 //!   every aspect kept in it and owning its connection, credentials, fake and tests.
 //! - [`jobs`]: the job set executors registered, and its job-set ID.
 //! - [`executors`]: which live process holds each executor id (one executor per job per node).
+//! - [`liveness`]: whether this node's executors keep asking about their Leader jobs' firings;
+//!   a lease holder whose executor is wedged or gone gives its lease up.
 //! - [`reboot`]: this node's `@reboot` bookkeeping: the one-shots its executors ran, for the
 //!   backend to share, and the deferred ones with their `RunDeferred` push.
 //! - [`ledger`]: per-job records of decisions and runs, their one record format
@@ -53,6 +55,7 @@ pub mod jobs;
 pub mod lease;
 pub mod ledger;
 pub mod listeners;
+pub mod liveness;
 pub mod observe;
 pub mod reboot;
 pub mod reload;
@@ -246,6 +249,9 @@ pub async fn run(
         state.clone(),
         stopped(),
     ));
+    // Whether this node's executors keep asking about their Leader jobs' firings; a lease
+    // holder whose executor falls behind gives its lease up (crate::liveness).
+    let pace_task = crate::spawn(liveness::watch_pace(state.clone(), stopped()));
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(
@@ -318,6 +324,7 @@ pub async fn run(
         let _ = stop_tx.send(true);
         state.close_watches();
         deferred_task.abort();
+        pace_task.abort();
         let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
@@ -334,6 +341,7 @@ pub async fn run(
     let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
     roles_task.abort();
     deferred_task.abort();
+    pace_task.abort();
     match grpc_result {
         Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
         Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),

@@ -362,6 +362,7 @@ impl Supervisor {
             view: self.view.clone(),
             job_set: self.state.registry.subscribe(),
             ledger: self.state.ledger.clone(),
+            overdue: self.state.overdue(),
             shutdown: Box::pin(async move {
                 tokio::select! {
                     () = crate::stop_requested(global) => {}

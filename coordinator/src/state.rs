@@ -152,6 +152,11 @@ pub struct CoordinatorState {
     pub metrics: Metrics,
     /// Deferred `@reboot` one-shots this node's executors started, for the backend to share.
     pub reboot_ran: RebootRan,
+    /// The latest firing instant each executor asked about, for [`crate::liveness`].
+    pub pace: Arc<crate::liveness::Pace>,
+    /// The earliest firing an executor here let pass unasked, as the pace monitor last found
+    /// it; the lease driver gives its lease up while there is one.
+    overdue: Arc<watch::Sender<Option<crate::liveness::Overdue>>>,
     /// Deferred `@reboot` one-shots executors wait on, for the `RunDeferred` push.
     pub deferred: crate::reboot::deferred::DeferredOneShots,
     /// The handles a config reload replaces. Read-only here: the one writer is the reload
@@ -173,6 +178,8 @@ impl CoordinatorState {
             ledger: Ledger::new(),
             metrics: Metrics::new(),
             reboot_ran: RebootRan::new(),
+            pace: Arc::default(),
+            overdue: Arc::new(watch::channel(None).0),
             deferred: crate::reboot::deferred::DeferredOneShots::new(),
             live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
@@ -236,6 +243,16 @@ impl CoordinatorState {
         self.live.borrow().reboot_store.clone()
     }
 
+    /// The overdue executor as the pace monitor last found it (`None`: every one keeps up).
+    pub fn overdue(&self) -> watch::Receiver<Option<crate::liveness::Overdue>> {
+        self.overdue.subscribe()
+    }
+
+    /// The pace monitor's end of [`Self::overdue`]: it is the only writer.
+    pub(crate) fn overdue_sender(&self) -> Arc<watch::Sender<Option<crate::liveness::Overdue>>> {
+        self.overdue.clone()
+    }
+
     /// Whether `executor_id` has an open Watch stream.
     pub fn is_watching(&self, executor_id: &str) -> bool {
         self.watchers
@@ -287,6 +304,8 @@ impl CoordinatorState {
         let kind = firing.kind;
         let set = self.registry.current();
         let registered = set.get(job)?;
+        self.pace
+            .heard(&registered.executor_id, firing.scheduled_at_ms);
         let policy = registered.spec.cluster_policy;
         let mut decided = self.decide_at(&set, job, policy, kind, now.at);
         let mut message = decided.decision.reason.describe().to_owned();

@@ -73,6 +73,7 @@ fn start_timed(
         view: view_tx,
         job_set: registry.subscribe(),
         ledger: Ledger::new(),
+        overdue: watch::channel(None).1,
         shutdown: Box::pin(async move {
             let mut rx = stop_rx;
             let _ = rx.wait_for(|s| *s).await;

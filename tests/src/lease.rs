@@ -99,3 +99,77 @@ pub fn wait_one_leader(webs: &[SocketAddr], limit: Duration) -> Option<(usize, D
     }
     None
 }
+
+/// A shim on `node` whose per-second Leader job `tick` appends "<instant> <name>" to `out`:
+/// the workload of the pause and wedged-executor tests, where every second must run on
+/// exactly one node.
+pub fn tick_shim(dir: &Path, node: &Coordinator, name: &str, out: &Path) -> crate::Proc {
+    let tab = dir.join(format!("{name}.crontab"));
+    std::fs::write(
+        &tab,
+        format!(
+            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n\
+             * * * * * * echo \"$CRONSTABLE_SCHEDULED_AT {name}\" >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    crate::start_shim(&tab, &node.api, &[])
+}
+
+/// Each instant [`tick_shim`]'s job wrote to `out`, with the nodes that ran it.
+pub fn ticks(out: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut by_instant: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for line in crate::lines(out) {
+        if let Some((at, node)) = line.split_once(' ') {
+            by_instant
+                .entry(at.to_owned())
+                .or_default()
+                .push(node.to_owned());
+        }
+    }
+    by_instant
+}
+
+/// The instants in [`ticks`] that ran on more than one node.
+pub fn doubled_ticks(out: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut all = ticks(out);
+    all.retain(|_, nodes| nodes.len() > 1);
+    all
+}
+
+/// Three filesystem-lease nodes `a`, `b`, `c` (lease `ttl` seconds) in `dir`, each with a
+/// [`tick_shim`] writing to `out`.
+pub struct TickCluster {
+    /// The coordinators.
+    pub nodes: Vec<Coordinator>,
+    /// Their web addresses, in the same order.
+    pub webs: Vec<SocketAddr>,
+    /// Their shims, in the same order.
+    pub shims: Vec<crate::Proc>,
+    /// Where the job writes.
+    pub out: std::path::PathBuf,
+}
+
+/// Starts a [`TickCluster`] in `dir`.
+pub fn tick_cluster(dir: &Path, ttl: u64) -> TickCluster {
+    let store = Store::Filesystem(dir.join("store"));
+    let out = dir.join("out");
+    let names = ["a", "b", "c"];
+    let nodes: Vec<Coordinator> = names
+        .iter()
+        .map(|n| start_lease_node(dir, n, &store, ttl))
+        .collect();
+    let webs = nodes.iter().map(|c| c.web).collect();
+    let shims = nodes
+        .iter()
+        .zip(names)
+        .map(|(node, name)| tick_shim(dir, node, name, &out))
+        .collect();
+    TickCluster {
+        nodes,
+        webs,
+        shims,
+        out,
+    }
+}

@@ -285,6 +285,52 @@ pub async fn release_gives_immediate_takeover<H: Harness>(h: &H, timing: LeaseTi
     took
 }
 
+/// A holder whose executor is overdue (wedged or gone) stops leading and gives the lease up
+/// at once, so another node leads within about one round; it does not take the lease back while
+/// the executor stays overdue, not even when the lease is free; once the executor keeps up it
+/// campaigns again and leads only when the lease is free.
+pub async fn overdue_holder_hands_over<H: Harness>(h: &H, timing: LeaseTiming) -> Duration {
+    let (tx, rx) = watch::channel(None);
+    let (view, stop, task) = driver::spawn_with_overdue(h.contender("a"), "a", rx);
+    let a = Node::from_parts("a", view, stop, task);
+    wait_until("a leads", timing.duration * 2, || a.leads()).await;
+    let b = Node::start(h, "b");
+    let overdue = crate::liveness::Overdue {
+        executor: "shim".into(),
+        job: "tick".into(),
+        due_ms: crate::clock::now_ms(),
+    };
+    tx.send_replace(Some(overdue.clone()));
+    let limit = timing.round_every + Duration::from_millis(500);
+    let took = wait_until("b leads after a's executor fell behind", limit, || {
+        b.leads() && !a.leads()
+    })
+    .await;
+    let status = a.view.borrow().status.to_json("a");
+    let why = status["last_error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        why.contains("standing down") && why.contains("\"tick\""),
+        "{status}"
+    );
+    // b stops and releases: the lease is free, and a still must not take it.
+    b.stop().await;
+    tokio::time::sleep(timing.round_every * 2).await;
+    assert!(
+        !a.leads(),
+        "a took the lease while its executor was overdue"
+    );
+    // Its executor keeps up again: it campaigns and leads.
+    tx.send_replace(None);
+    wait_until(
+        "a leads again",
+        timing.duration + timing.round_every * 2,
+        || a.leads(),
+    )
+    .await;
+    a.stop().await;
+    took
+}
+
 /// A holder that dies without releasing is replaced within ttl + 2 s (plus 300 ms for this
 /// check's own polling and scheduling: the filesystem's worst case at ttl 3 is exactly ttl + 2 s,
 /// a renew just before the death, the 1 s challenger margin, and a 1 s round cadence).

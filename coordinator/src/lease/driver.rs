@@ -20,6 +20,12 @@
 //!
 //! On shutdown the driver releases the lease (bounded by `round_timeout`) so a survivor takes
 //! over at once instead of waiting out the ttl (LSE-08).
+//!
+//! While an executor on this node is overdue (it let a Leader firing pass unasked: wedged or
+//! gone, `crate::liveness`) the node must not hold: the driver stops leading at once, releases
+//! the lease the same way, and from then on only follows ([`LeaseStore::follow`]) until the
+//! executor keeps up again, so a node whose executor is live runs the Leader jobs. It campaigns
+//! again after that, and takes the lease back only when it is free or expired.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -258,8 +264,11 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         shutdown: mut stop,
         reboot_ran: own_marks,
         job_set,
+        mut overdue,
         ..
     } = ctx;
+    // Whether the driver stood down for an overdue executor, for one log line per change.
+    let mut standing_down = false;
     let mut records = super::reboot_records::RebootRecords::new();
     let timing = store.timing();
     let backend = store.backend_name();
@@ -323,6 +332,31 @@ async fn drive<S: LeaseStore + RebootRanStore>(
             biased;
             () = &mut stop => break,
             () = tokio::time::sleep_until(next) => {}
+            // An executor fell behind: act now rather than at the next round.
+            () = changed(&mut overdue) => {}
+        }
+        let behind = overdue.borrow_and_update().clone();
+        match (&behind, standing_down) {
+            (Some(o), false) => {
+                standing_down = true;
+                tracing::warn!(
+                    "cluster: {backend}: {o}; this node stops leading and gives its lease up, \
+                     so a node whose executor keeps up runs the Leader jobs"
+                );
+                if state.held {
+                    stop_leading(&mut state, format!("standing down: {o}"));
+                    tx.send_replace(state.publish(Instant::now()));
+                    release(&mut store, timing, backend).await;
+                }
+            }
+            (None, true) => {
+                standing_down = false;
+                tracing::info!(
+                    "cluster: {backend}: this node's executors keep up again; campaigning for \
+                     the lease"
+                );
+            }
+            _ => {}
         }
         // Anchored before the round: the round's own latency eats into leadership, never adds.
         let start = Instant::now();
@@ -334,11 +368,22 @@ async fn drive<S: LeaseStore + RebootRanStore>(
             timing.round_every.min(FOLLOWER_ROUND)
         };
         next = start + cadence;
-        let round = tokio::time::timeout(timing.round_timeout, store.campaign());
+        let round = async {
+            if behind.is_some() {
+                store.follow().await
+            } else {
+                store.campaign().await
+            }
+        };
+        let round = tokio::time::timeout(timing.round_timeout, round);
         let result = tokio::select! {
             biased;
             () = &mut stop => break,
             r = round => match r {
+                // A store that took the lease anyway (a follow must not) is not led on.
+                Ok(Ok(obs)) if behind.is_some() && obs.held_by_me => RoundResult::StandDown(
+                    "the store reported the lease held while this node only followed".into(),
+                ),
                 Ok(Ok(obs)) => RoundResult::Observed(obs),
                 Ok(Err(e @ LeaseError::StandDown(_))) => RoundResult::StandDown(e.to_string()),
                 Ok(Err(LeaseError::Store(why))) => RoundResult::Failed(why),
@@ -351,6 +396,11 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         let now = Instant::now();
         let before = roles(&tx.borrow(), now);
         state.apply(start, timing.duration, result);
+        if let Some(o) = &behind
+            && state.last_error.is_none()
+        {
+            state.last_error = Some(format!("standing down: {o}"));
+        }
         let set_id = job_set.borrow().id.as_str().to_owned();
         let leads = state.view.leader_at(&me, now) == Some(me.as_str());
         records.after_round(&set_id, leads);
@@ -385,21 +435,39 @@ async fn drive<S: LeaseStore + RebootRanStore>(
     }
 
     // Stop leading before giving the lease up, so no RUN is handed out after the release.
+    stop_leading(&mut state, "the coordinator is shutting down".into());
+    state.view.quorate = false;
+    tx.send_replace(state.publish(Instant::now()));
+    release(&mut store, timing, backend).await;
+}
+
+/// Stops leading now, before the lease is given up: no RUN is handed out after the release.
+fn stop_leading(state: &mut State, why: String) {
     state.held = false;
     state.view.lead_until = None;
     state.view.fence = None;
-    state.view.quorate = false;
-    state.last_error = Some("the coordinator is shutting down".into());
+    state.last_error = Some(why);
     let (leader, holder) = state.names();
     state.view.leader = leader;
     state.view.lease = Some(LeaseGate { holder });
-    tx.send_replace(state.publish(Instant::now()));
+}
+
+/// Releases the lease within the round timeout; a failure is logged, and the lease then
+/// expires by itself.
+async fn release<S: LeaseStore>(store: &mut S, timing: super::LeaseTiming, backend: &str) {
     match tokio::time::timeout(timing.round_timeout, store.release()).await {
         Ok(Ok(())) => tracing::info!("cluster: {backend} lease released"),
         Ok(Err(e)) => tracing::warn!("cluster: {backend} lease release failed: {e}"),
         Err(_) => tracing::warn!(
             "cluster: {backend} lease release timed out; the lease expires by itself"
         ),
+    }
+}
+
+/// Resolves when `rx` changes; never, once its sender is gone (nothing can change any more).
+async fn changed<T>(rx: &mut tokio::sync::watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -490,6 +558,19 @@ pub fn spawn(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<()>,
 ) {
+    spawn_with_overdue(store, node_name, tokio::sync::watch::channel(None).1)
+}
+
+/// As [`spawn`], with the overdue-executor signal the driver reads from `overdue`.
+pub fn spawn_with_overdue(
+    store: impl LeaseStore + RebootRanStore,
+    node_name: &str,
+    overdue: tokio::sync::watch::Receiver<Option<crate::liveness::Overdue>>,
+) -> (
+    tokio::sync::watch::Receiver<ClusterView>,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = tokio::sync::watch::channel(ClusterView::election_off(node_name));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (job_tx, job_rx) = tokio::sync::watch::channel(Arc::default());
@@ -498,6 +579,7 @@ pub fn spawn(
         view: tx,
         job_set: job_rx,
         ledger: crate::ledger::Ledger::new(),
+        overdue,
         shutdown: Box::pin(async move {
             let _ = stop_rx.await;
             drop(job_tx);

@@ -122,7 +122,8 @@ impl MemoryStore {
         format!("{}#{}", self.name, self.token)
     }
 
-    fn round(&self) -> Option<Result<LeaseObservation, LeaseError>> {
+    /// One round; `take`: acquire a free lease and renew a held one (false: only look).
+    fn round(&self, take: bool) -> Option<Result<LeaseObservation, LeaseError>> {
         let mut inner = self.server.lock();
         if inner.wedged {
             return None;
@@ -137,11 +138,13 @@ impl MemoryStore {
         let me = self.me();
         let expires = now + self.timing.duration;
         let held_by_me = match &inner.holder {
-            Some((h, _)) if *h == me => {
+            Some((h, _)) if *h == me && take => {
                 inner.holder = Some((me.clone(), expires));
                 true
             }
+            Some((h, _)) if *h == me => false,
             Some((_, until)) if now < *until + SAFETY_MARGIN => false,
+            _ if !take => false,
             _ => {
                 inner.fence += 1;
                 inner.holder = Some((me.clone(), expires));
@@ -190,7 +193,14 @@ impl LeaseStore for MemoryStore {
     }
 
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
-        match self.round() {
+        match self.round(true) {
+            Some(r) => r,
+            None => std::future::pending().await,
+        }
+    }
+
+    async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
+        match self.round(false) {
             Some(r) => r,
             None => std::future::pending().await,
         }

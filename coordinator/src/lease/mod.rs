@@ -105,6 +105,12 @@ pub trait LeaseStore: Send + 'static {
     /// by this node; report what was seen.
     fn campaign(&mut self) -> impl Future<Output = Result<LeaseObservation, LeaseError>> + Send;
 
+    /// A round that reads the lease and neither takes nor renews it, whoever holds it: what the
+    /// driver runs while this node must not hold (its executor is overdue, `crate::liveness`),
+    /// so the view stays fresh for the PreferLeader rule and `GET /cluster`. Never reports the
+    /// lease as held by this node.
+    fn follow(&mut self) -> impl Future<Output = Result<LeaseObservation, LeaseError>> + Send;
+
     /// Gives up the lease if this node holds it, so another node can take over at once.
     fn release(&mut self) -> impl Future<Output = Result<(), LeaseError>> + Send;
 }

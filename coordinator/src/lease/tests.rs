@@ -61,6 +61,17 @@ async fn memory_conformance_release_gives_immediate_takeover() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn memory_conformance_overdue_holder_hands_over() {
+    let took = conformance::overdue_holder_hands_over(&memory(), TIMING).await;
+    // The holder acts on the signal at once, not at its next round; the follower takes the
+    // free lease at its next look (plus this check's 50 ms polling).
+    assert!(
+        took <= super::driver::FOLLOWER_ROUND + Duration::from_millis(100),
+        "took {took:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn memory_conformance_dead_holder_is_replaced() {
     let took = conformance::dead_holder_is_replaced(&memory(), TIMING).await;
     // The store lets a challenger in one margin after expiry; it notices on its next round.

@@ -74,6 +74,7 @@ struct Inner {
     quorum_transitions: IntCounter,
     reloads: IntCounterVec,
     refused_calls: IntCounterVec,
+    executor_overdue: IntGauge,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -215,6 +216,12 @@ impl Metrics {
                  api.authToken).",
                 &["api"],
             ),
+            executor_overdue: gauge(
+                &r,
+                "cronstable_executor_overdue",
+                "1 while an executor on this node has let a Leader job's due firing pass \
+                 unasked (wedged or gone); a lease holder gives its lease up meanwhile.",
+            ),
             firings: counter_vec(
                 &jr,
                 "cronstable_job_firings_total",
@@ -268,6 +275,11 @@ impl Metrics {
     /// Counts one call `api` refused for its bearer token.
     pub fn unauthenticated(&self, api: &str) {
         self.inner.refused_calls.with_label_values(&[api]).inc();
+    }
+
+    /// Sets whether an executor on this node is overdue (`crate::liveness`).
+    pub fn set_executor_overdue(&self, overdue: bool) {
+        self.inner.executor_overdue.set(i64::from(overdue));
     }
 
     /// Counts one change of this node's quorum.

@@ -6,63 +6,25 @@
 //! wakes, and its shim, unanswered, applies the no-manager rule (Leader skips).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
-use cronstable_tests::lease::{Store, leaders, start_lease_node, wait_one_leader};
-use cronstable_tests::{Coordinator, PATIENCE, Proc, lines, start_shim, wait_for};
+use cronstable_tests::lease::{TickCluster, doubled_ticks, leaders, tick_cluster, wait_one_leader};
+use cronstable_tests::{PATIENCE, lines, wait_for};
 
 const TTL: u64 = 3;
 /// SIGSTOP, SIGCONT.
 const STOP: i32 = 19;
 const CONT: i32 = 18;
 
-/// A shim on `node` whose per-second Leader job appends "<instant> <node>" to `out`.
-fn shim(dir: &Path, node: &Coordinator, name: &str, out: &Path) -> Proc {
-    let tab = dir.join(format!("{name}.crontab"));
-    std::fs::write(
-        &tab,
-        format!(
-            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n\
-             * * * * * * echo \"$CRONSTABLE_SCHEDULED_AT {name}\" >> {}\n",
-            out.display()
-        ),
-    )
-    .unwrap();
-    start_shim(&tab, &node.api, &[])
-}
-
-/// Instants that ran on more than one node, with the nodes.
-fn doubled(out: &Path) -> BTreeMap<String, Vec<String>> {
-    let mut by_instant: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in lines(out) {
-        if let Some((at, node)) = line.split_once(' ') {
-            by_instant
-                .entry(at.to_owned())
-                .or_default()
-                .push(node.to_owned());
-        }
-    }
-    by_instant.retain(|_, nodes| nodes.len() > 1);
-    by_instant
-}
-
 #[test]
 fn a_holder_frozen_past_its_lease_runs_no_leader_firing_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::Filesystem(dir.path().join("store"));
-    let out = dir.path().join("out");
-    let names = ["a", "b", "c"];
-    let nodes: Vec<Coordinator> = names
-        .iter()
-        .map(|n| start_lease_node(dir.path(), n, &store, TTL))
-        .collect();
-    let webs: Vec<_> = nodes.iter().map(|c| c.web).collect();
-    let _shims: Vec<Proc> = nodes
-        .iter()
-        .zip(names)
-        .map(|(node, name)| shim(dir.path(), node, name, &out))
-        .collect();
+    let TickCluster {
+        nodes,
+        webs,
+        shims: _shims,
+        out,
+    } = tick_cluster(dir.path(), TTL);
 
     for round in 0..2 {
         let (holder, _) = wait_one_leader(&webs, PATIENCE).expect("one leader");
@@ -83,7 +45,7 @@ fn a_holder_frozen_past_its_lease_runs_no_leader_firing_twice() {
             (lines(&out).len() >= after + 3).then_some(())
         });
         assert_eq!(
-            doubled(&out),
+            doubled_ticks(&out),
             BTreeMap::new(),
             "round {round}: a Leader instant ran on two nodes"
         );

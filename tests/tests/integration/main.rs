@@ -36,3 +36,4 @@ mod retry_handoff_abandon;
 mod single_node;
 mod verify;
 mod web_api;
+mod wedged_shim;

@@ -476,6 +476,34 @@ impl EtcdStore {
                 ),
             }
         };
+        Ok(self.observation(held, holder, id, revision, ttl))
+    }
+
+    /// A round that only reads the election key: it neither grants, keeps alive nor takes a
+    /// lease (the driver calls it while this node must not hold).
+    async fn follow_round(&mut self) -> Result<LeaseObservation, LeaseError> {
+        let mut client = self.client().await?;
+        let key = self.election_name.clone();
+        let resp = self
+            .request("reading the election key", client.get(key, None))
+            .await?;
+        let holder = resp
+            .kvs()
+            .first()
+            .and_then(|kv| kv.value_str().ok().map(str::to_owned));
+        let ttl = i64::try_from(self.ttl).unwrap_or(i64::MAX);
+        Ok(self.observation(false, holder, 0, 0, ttl))
+    }
+
+    /// What a round saw, as the driver and `GET /cluster` take it.
+    fn observation(
+        &self,
+        held: bool,
+        holder: Option<String>,
+        id: i64,
+        revision: i64,
+        ttl: i64,
+    ) -> LeaseObservation {
         let ttl_d = Duration::from_secs(ttl.unsigned_abs());
         let expiry_ms = held.then(|| clock::now_ms() + (ttl * 1000));
         let mut block = Map::new();
@@ -498,14 +526,14 @@ impl EtcdStore {
                 .and_then(chrono::DateTime::from_timestamp_millis)
                 .map_or(Value::Null, |t| Value::String(t.to_rfc3339())),
         );
-        Ok(LeaseObservation {
+        LeaseObservation {
             held_by_me: held,
             holder,
             fence: held.then(|| format!("lease:{id}@{revision}")),
             expiry_ms,
             block,
             valid_for: Some(ttl_d),
-        })
+        }
     }
 }
 
@@ -538,6 +566,10 @@ impl LeaseStore for EtcdStore {
 
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
         self.round().await
+    }
+
+    async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
+        self.follow_round().await
     }
 
     async fn release(&mut self) -> Result<(), LeaseError> {

@@ -439,6 +439,17 @@ impl LeaseStore for FilesystemStore {
         }
     }
 
+    async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
+        let file = self.file.clone();
+        let lease = self
+            .blocking(move || {
+                let _guard = lock(&file)?;
+                read(&file)
+            })
+            .await?;
+        Ok(self.observation(&lease.unwrap_or_default(), false))
+    }
+
     async fn release(&mut self) -> Result<(), LeaseError> {
         let (file, me) = (self.file.clone(), self.holder.clone());
         self.blocking(move || {

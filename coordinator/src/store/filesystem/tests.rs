@@ -244,6 +244,12 @@ async fn fs_conformance_release_gives_immediate_takeover() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_overdue_holder_hands_over() {
+    let _serial = conformance::serial().await;
+    conformance::overdue_holder_hands_over(&Fs::new(), FS_TIMING).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fs_conformance_dead_holder_is_replaced() {
     let _serial = conformance::serial().await;
     conformance::dead_holder_is_replaced(&Fs::new(), FS_TIMING).await;

@@ -503,6 +503,21 @@ impl LeaseStore for KubernetesStore {
         self.round().await
     }
 
+    async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
+        self.check_rotation();
+        let (status, lease) = self.send(Call::Get).await?;
+        match status {
+            StatusCode::OK => {
+                // Kept current, so a takeover after this node may hold again counts the
+                // record's age from when it last changed, not from now.
+                self.observe(&lease, Instant::now());
+                Ok(self.observation(&lease, false))
+            }
+            StatusCode::NOT_FOUND => Ok(self.observation(&Value::Null, false)),
+            s => Err(self.refused(s, &lease, "reading")),
+        }
+    }
+
     async fn release(&mut self) -> Result<(), LeaseError> {
         if !self.may_hold || self.api.is_none() {
             return Ok(());

@@ -221,6 +221,7 @@ async fn backend_for_elects_through_the_lease_and_releases_on_shutdown() {
         view: tx,
         job_set: job_rx,
         ledger: crate::ledger::Ledger::new(),
+        overdue: tokio::sync::watch::channel(None).1,
         shutdown: Box::pin(async move {
             let _ = stop_rx.await;
         }),

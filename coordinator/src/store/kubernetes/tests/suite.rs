@@ -38,6 +38,7 @@ both_clients!(
     single_holder,
     fence_on_run_changes_on_takeover,
     release_gives_immediate_takeover,
+    overdue_holder_hands_over,
     dead_holder_is_replaced,
     outage_fails_closed_then_recovers,
     duplicate_identity_cannot_give_two_leaders,
@@ -62,6 +63,11 @@ async fn fence_on_run_changes_on_takeover(lib: ClientLibrary) {
 async fn release_gives_immediate_takeover(lib: ClientLibrary) {
     let _serial = conformance::serial().await;
     conformance::release_gives_immediate_takeover(&K8s::new(lib).await, T).await;
+}
+
+async fn overdue_holder_hands_over(lib: ClientLibrary) {
+    let _serial = conformance::serial().await;
+    conformance::overdue_holder_hands_over(&K8s::new(lib).await, T).await;
 }
 
 async fn dead_holder_is_replaced(lib: ClientLibrary) {

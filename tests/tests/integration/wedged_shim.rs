@@ -1,0 +1,113 @@
+//! A wedged executor on the lease holder (the lease-faults issue, item 2): the holder's *shim*
+//! frozen with SIGSTOP for longer than the lease while its coordinator stays healthy. The
+//! coordinator keeps renewing its lease, so before this work no other node could take over and
+//! the cluster's Leader jobs stalled for the whole freeze. Now the coordinator sees a due Leader
+//! firing go unasked, stands down and releases the lease; a node whose shim is live runs the
+//! job; the frozen node does not take the lease back while its shim is frozen.
+//!
+//! Three filesystem-lease nodes (ttl 3 s), each with a shim running a per-second Leader job
+//! that writes its node and instant. What each freeze cost in missed seconds is printed (the
+//! measurement in BENCHMARKS.md); the test asserts the handover and that no instant ran twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use cronstable_tests::gossip::cluster;
+use cronstable_tests::lease::{
+    TickCluster, doubled_ticks, leaders, tick_cluster, ticks, wait_one_leader,
+};
+use cronstable_tests::{PATIENCE, http, lines, wait_for};
+
+const TTL: u64 = 3;
+/// SIGSTOP, SIGCONT.
+const STOP: i32 = 19;
+const CONT: i32 = 18;
+/// How long each freeze lasts: well past the lease and the overdue grace.
+const FREEZE: Duration = Duration::from_secs(8);
+
+/// The whole seconds in `[from_s, to_s)` that no node ran.
+fn missed(out: &Path, from_s: i64, to_s: i64) -> usize {
+    let ran: BTreeSet<i64> = ticks(out)
+        .keys()
+        .filter_map(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .map(|t| t.timestamp())
+        .collect();
+    (from_s..to_s).filter(|s| !ran.contains(s)).count()
+}
+
+fn now_s() -> i64 {
+    cronstable_coordinator::clock::now_ms() / 1000
+}
+
+#[test]
+fn a_holder_whose_shim_is_frozen_hands_the_lease_over_and_takes_it_back_only_when_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let TickCluster {
+        nodes: _nodes,
+        webs,
+        shims,
+        out,
+    } = tick_cluster(dir.path(), TTL);
+
+    let mut costs = Vec::new();
+    for round in 0..3 {
+        let (holder, _) = wait_one_leader(&webs, PATIENCE).expect("one leader");
+        let before = lines(&out).len();
+        wait_for("the Leader job to run", || {
+            (lines(&out).len() >= before + 2).then_some(())
+        });
+        let frozen_at = now_s();
+        shims[holder].signal(STOP);
+        // The holder's coordinator is healthy and keeps renewing; only its executor is gone.
+        let others: Vec<_> = (0..3).filter(|i| *i != holder).map(|i| webs[i]).collect();
+        wait_for(
+            "another node to take the lease from the wedged executor's node",
+            || (leaders(&others).len() == 1).then_some(()),
+        );
+        let view = cluster(webs[holder]).expect("the frozen shim's coordinator answers");
+        let why = view["last_error"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            why.contains("standing down") && why.contains("\"tick\""),
+            "round {round}: /cluster says why: {view}"
+        );
+        let metrics = http(webs[holder], "GET", "/metrics").unwrap().body;
+        assert!(
+            metrics.contains("cronstable_executor_overdue 1"),
+            "round {round}: the overdue gauge is set"
+        );
+        // Past the lease, the free-lease round and the grace: the node must still not lead.
+        std::thread::sleep(FREEZE.saturating_sub(Duration::from_secs(
+            u64::try_from(now_s() - frozen_at).unwrap_or(0),
+        )));
+        assert!(
+            !leaders(&webs).contains(&holder),
+            "round {round}: the node whose shim is frozen took the lease back"
+        );
+        shims[holder].signal(CONT);
+        let thawed_at = now_s();
+        let after = lines(&out).len();
+        wait_for("runs to go on after the thaw", || {
+            (lines(&out).len() >= after + 3).then_some(())
+        });
+        wait_for("the thawed node to count as keeping up again", || {
+            let m = http(webs[holder], "GET", "/metrics").ok()?.body;
+            m.contains("cronstable_executor_overdue 0").then_some(())
+        });
+        let cost = missed(&out, frozen_at, thawed_at);
+        println!(
+            "freeze {round}: {cost} of {} seconds missed",
+            thawed_at - frozen_at
+        );
+        costs.push(cost);
+        assert_eq!(
+            doubled_ticks(&out),
+            BTreeMap::new(),
+            "round {round}: a Leader instant ran on two nodes"
+        );
+    }
+    println!(
+        "missed seconds per {} s freeze: {costs:?}",
+        FREEZE.as_secs()
+    );
+}
