@@ -118,6 +118,28 @@ pub struct RebootRanRecord {
 pub struct LeaseGate {
     /// The lease holder's identity (token stripped) from the last successful store read.
     pub holder: Option<String>,
+    /// Another node's renewals as this node's reads of its lease record show them; `None`
+    /// when this node holds, nobody does, or the store shows no renewals.
+    pub renewals: Option<HolderRenewals>,
+}
+
+/// What this node's reads show of another holder's renewals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HolderRenewals {
+    /// The record did not change for two renew periods, up to the latest read: the holder's
+    /// renewals stopped, so PreferLeader runs here rather than wait out the lease.
+    pub silent: bool,
+    /// The holder was seen renewing at some moment after this wall-clock instant (Unix ms):
+    /// the start of the last read before the record's latest change. `None` until a change
+    /// was seen.
+    pub alive_after_ms: Option<i64>,
+}
+
+impl LeaseGate {
+    /// Whether another node's hold has gone silent (its renewals stopped).
+    pub fn holder_silent(&self) -> bool {
+        self.renewals.is_some_and(|r| r.silent)
+    }
 }
 
 impl ManagedView {
@@ -189,9 +211,12 @@ impl ClusterView {
                     view.leader_at(me, now) == Some(me)
                 };
                 let availability_owner = if let Some(lease) = &view.lease {
-                    // Defer only to a holder this node can see right now; without a fresh
-                    // read (or with no holder) PreferLeader runs here.
-                    !quorate || lease.holder.as_deref().is_none_or(|h| h == me)
+                    // Defer only to a holder this node can see right now and that still
+                    // renews; without a fresh read, with no holder or a silent one,
+                    // PreferLeader runs here.
+                    !quorate
+                        || lease.holder.as_deref().is_none_or(|h| h == me)
+                        || lease.holder_silent()
                 } else if view.spread {
                     self.owner_in(job, &view.reachable_agreeing) == Some(me)
                 } else {
@@ -210,6 +235,8 @@ impl ClusterView {
                     spread: view.spread,
                     leader_owner,
                     availability_owner,
+                    // Needs the firing's instant, which the caller knows (`should_run`).
+                    owner_unconfirmed: false,
                     reboot_ran: view
                         .reboot_ran
                         .as_ref()
@@ -219,6 +246,24 @@ impl ClusterView {
                 })
             }
         }
+    }
+
+    /// Lease backends: whether the PreferLeader owner is another node, the holder, that this
+    /// node has not yet seen renew since `firing_at_ms` (`ManagerView::owner_unconfirmed`).
+    /// False where the store shows no renewals: then the holder's word stands, as before.
+    pub fn owner_unconfirmed(&self, firing_at_ms: i64, now: Instant) -> bool {
+        let Election::Managed(view) = &self.election else {
+            return false;
+        };
+        let Some(lease) = &view.lease else {
+            return false;
+        };
+        let other = lease.holder.as_deref().is_some_and(|h| h != self.node_name);
+        view.quorate_at(now)
+            && other
+            && lease.renewals.is_some_and(|r| {
+                !r.silent && r.alive_after_ms.is_none_or(|after| after < firing_at_ms)
+            })
     }
 
     /// `quorate`, `is_leader` and `leader` as the gate computes them at `now`, for `GET /cluster`
@@ -257,8 +302,11 @@ impl ClusterView {
             }
             Election::Managed(view) if view.lease.is_some() => {
                 let holder = view.leader_at(&self.node_name, now).map(str::to_owned);
+                let silent = view.lease.as_ref().is_some_and(LeaseGate::holder_silent);
                 match policy {
-                    ClusterPolicy::PreferLeader if holder.is_none() => Some(self.node_name.clone()),
+                    ClusterPolicy::PreferLeader if holder.is_none() || silent => {
+                        Some(self.node_name.clone())
+                    }
                     _ => holder,
                 }
             }
@@ -426,6 +474,76 @@ mod tests {
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A lease follower `b` whose reads show holder `a` with `renewals`.
+    fn lease_follower(renewals: Option<HolderRenewals>) -> ClusterView {
+        managed(
+            "b",
+            ManagedView {
+                quorate: true,
+                leader: Some("a".into()),
+                lease: Some(LeaseGate {
+                    holder: Some("a".into()),
+                    renewals,
+                }),
+                ..ManagedView::default()
+            },
+        )
+    }
+
+    /// The PreferLeader decision for a scheduled firing at `at_ms`, as `should_run` makes it.
+    fn prefer_leader(v: &ClusterView, at_ms: i64) -> cronstable_core::Decision {
+        let now = Instant::now();
+        let mut gate = v.gate_for("j", now);
+        if let Gate::Manager(g) = &mut gate {
+            g.owner_unconfirmed = v.owner_unconfirmed(at_ms, now);
+        }
+        cronstable_core::decide(
+            ClusterPolicy::PreferLeader,
+            cronstable_core::FiringKind::Scheduled,
+            gate,
+        )
+    }
+
+    #[test]
+    fn a_lease_follower_never_skips_prefer_leader_on_an_unconfirmed_holder() {
+        use cronstable_core::{Decision, Reason};
+        let alive_after = |ms| {
+            Some(HolderRenewals {
+                silent: false,
+                alive_after_ms: ms,
+            })
+        };
+        // Seen renewing after the instant: the holder ran it.
+        let v = lease_follower(alive_after(Some(1_000)));
+        assert_eq!(prefer_leader(&v, 999), Decision::skip(Reason::NotOwner));
+        // Not seen renewing since the instant (or not at all yet): wait and ask again.
+        assert_eq!(prefer_leader(&v, 1_001), Decision::defer(Reason::NotOwner));
+        let v = lease_follower(alive_after(None));
+        assert_eq!(prefer_leader(&v, 1), Decision::defer(Reason::NotOwner));
+        // Its renewals stopped: this node owns the firing, late or not.
+        let v = lease_follower(Some(HolderRenewals {
+            silent: true,
+            alive_after_ms: Some(1_000),
+        }));
+        assert_eq!(prefer_leader(&v, 999), Decision::run(Reason::Owner));
+        assert_eq!(
+            v.owner_of("j", ClusterPolicy::PreferLeader, Instant::now()),
+            Some("b".to_owned())
+        );
+        // A store that shows no renewals: the holder's word stands, as before.
+        let v = lease_follower(None);
+        assert_eq!(prefer_leader(&v, 5_000), Decision::skip(Reason::NotOwner));
+        // Leader jobs never look at any of it.
+        let v = lease_follower(alive_after(None));
+        let gate = v.gate_for("j", Instant::now());
+        let d = cronstable_core::decide(
+            ClusterPolicy::Leader,
+            cronstable_core::FiringKind::Scheduled,
+            gate,
+        );
+        assert_eq!(d, Decision::skip(Reason::NotLeader));
     }
 
     #[test]

@@ -307,8 +307,15 @@ impl CoordinatorState {
         self.pace
             .heard(&registered.executor_id, firing.scheduled_at_ms);
         let policy = registered.spec.cluster_policy;
-        let mut decided = self.decide_at(&set, job, policy, kind, now.at);
+        let mut decided = self.decide_at(&set, job, policy, kind, firing.scheduled_at_ms, now.at);
         let mut message = decided.decision.reason.describe().to_owned();
+        if decided.decision == Decision::defer(cronstable_core::Reason::NotOwner) {
+            message = format!(
+                "{message}, but the lease holder has not been seen renewing since this firing's \
+                 instant: asked again until it renews (it runs the firing) or its renewals stop \
+                 (this node runs it)"
+            );
+        }
         if decided.decision.verdict == cronstable_core::Verdict::Run
             && kind == FiringKind::Reboot
             && policy == ClusterPolicy::Leader
@@ -321,7 +328,14 @@ impl CoordinatorState {
                     // The write took time: answer from the view as it is now (a second,
                     // deliberate clock reading), so a leadership lost meanwhile is not
                     // answered RUN.
-                    decided = self.decide_at(&set, job, policy, kind, Now::read().at);
+                    decided = self.decide_at(
+                        &set,
+                        job,
+                        policy,
+                        kind,
+                        firing.scheduled_at_ms,
+                        Now::read().at,
+                    );
                     message = decided.decision.reason.describe().to_owned();
                     if decided.decision.verdict != cronstable_core::Verdict::Run {
                         // The record already says "ran", so no later leader runs it: a Leader
@@ -392,6 +406,7 @@ impl CoordinatorState {
         job: &str,
         policy: ClusterPolicy,
         kind: FiringKind,
+        firing_at_ms: i64,
         now: tokio::time::Instant,
     ) -> Decided {
         let view = self.view.borrow();
@@ -401,6 +416,12 @@ impl CoordinatorState {
                 .reboot_ran
                 .as_ref()
                 .is_some_and(|r| r.job_set_id != set.id.as_str());
+            // Not for @reboot one-shots: a PreferLeader one-shot runs once per cluster, settled
+            // by the store's "already ran" records, and the holder runs its own. Holding a
+            // follower's copy would only let it run a second time if the holder died while the
+            // follower's read of the records lagged.
+            g.owner_unconfirmed =
+                kind != FiringKind::Reboot && view.owner_unconfirmed(firing_at_ms, now);
         }
         let decision = decide(policy, kind, gate);
         let run = decision.verdict == cronstable_core::Verdict::Run;
@@ -413,9 +434,14 @@ impl CoordinatorState {
         }
     }
 
-    /// What the gate would answer a firing of `job` of `kind` now, without recording it (for
-    /// the `RunDeferred` push); `None` when the job is not registered.
-    pub fn peek_verdict(&self, job: &str, kind: FiringKind) -> Option<cronstable_core::Verdict> {
+    /// What the gate would answer a firing of `job` of `kind` due at `at_ms`, now, without
+    /// recording it (for the `RunDeferred` push); `None` when the job is not registered.
+    pub fn peek_verdict(
+        &self,
+        job: &str,
+        kind: FiringKind,
+        at_ms: i64,
+    ) -> Option<cronstable_core::Verdict> {
         let set = self.registry.current();
         let registered = set.get(job)?;
         Some(
@@ -424,6 +450,7 @@ impl CoordinatorState {
                 job,
                 registered.spec.cluster_policy,
                 kind,
+                at_ms,
                 tokio::time::Instant::now(),
             )
             .decision

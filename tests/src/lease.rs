@@ -104,11 +104,22 @@ pub fn wait_one_leader(webs: &[SocketAddr], limit: Duration) -> Option<(usize, D
 /// the workload of the pause and wedged-executor tests, where every second must run on
 /// exactly one node.
 pub fn tick_shim(dir: &Path, node: &Coordinator, name: &str, out: &Path) -> crate::Proc {
+    tick_shim_with(dir, node, name, out, "Leader")
+}
+
+/// [`tick_shim`] with the job's `clusterPolicy` set to `policy`.
+pub fn tick_shim_with(
+    dir: &Path,
+    node: &Coordinator,
+    name: &str,
+    out: &Path,
+    policy: &str,
+) -> crate::Proc {
     let tab = dir.join(format!("{name}.crontab"));
     std::fs::write(
         &tab,
         format!(
-            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n\
+            "# cronstable: name=tick clusterPolicy={policy} seconds=true\n\
              * * * * * * echo \"$CRONSTABLE_SCHEDULED_AT {name}\" >> {}\n",
             out.display()
         ),
@@ -153,6 +164,11 @@ pub struct TickCluster {
 
 /// Starts a [`TickCluster`] in `dir`.
 pub fn tick_cluster(dir: &Path, ttl: u64) -> TickCluster {
+    tick_cluster_with(dir, ttl, "Leader")
+}
+
+/// [`tick_cluster`] with the job's `clusterPolicy` set to `policy`.
+pub fn tick_cluster_with(dir: &Path, ttl: u64, policy: &str) -> TickCluster {
     let store = Store::Filesystem(dir.join("store"));
     let out = dir.join("out");
     let names = ["a", "b", "c"];
@@ -164,7 +180,7 @@ pub fn tick_cluster(dir: &Path, ttl: u64) -> TickCluster {
     let shims = nodes
         .iter()
         .zip(names)
-        .map(|(node, name)| tick_shim(dir, node, name, &out))
+        .map(|(node, name)| tick_shim_with(dir, node, name, &out, policy))
         .collect();
     TickCluster {
         nodes,

@@ -18,11 +18,14 @@
 //! | 3a | @reboot one-shot, ran-record not yet read for this job set | defer (RBT-22) |
 //! | 3b | @reboot one-shot that already ran in the cluster | skip (RBT-06) |
 //! | 4 | conflict visible | Leader skips (defers for retries and @reboot) |
-//! | 5 | PreferLeader | run only on the availability owner; held during convergence |
+//! | 5 | PreferLeader | run only on the availability owner; held during convergence; deferred while the owner is not yet confirmed alive for this firing (lease backends) |
 //! | 6 | Leader | run only on the quorum-gated leader / per-job owner |
 //!
 //! Scheduled firings never defer: a firing that cannot run now is skipped, because the next due
-//! instant is the next chance. Retries and `@reboot` one-shots defer on transient denials (no
+//! instant is the next chance. The one exception is PreferLeader's never-skip rule on a lease
+//! backend (`owner_unconfirmed`): a follower whose holder has not been seen renewing since the
+//! instant waits, because skipping on the word of a holder that may have just died would lose
+//! the firing; the wait ends within two renew periods, in a skip or a late run. Retries and `@reboot` one-shots defer on transient denials (no
 //! quorum, a conflict, the convergence hold) and skip only when ownership is confirmed elsewhere
 //! (RTY-02, RTY-03, RBT-01).
 
@@ -115,6 +118,13 @@ pub struct ManagerView {
     pub leader_owner: bool,
     /// This node is the availability owner of this job (the PreferLeader rule).
     pub availability_owner: bool,
+    /// Lease backends: the availability owner is another node (the lease holder) that this
+    /// node has not yet seen renew since the firing's instant. PreferLeader must never be
+    /// skipped, so rather than trust a holder that may have just died, a non-owner waits
+    /// (defer): until the holder is seen renewing after the instant (it was alive to run the
+    /// firing, so skip) or its renewals stop (the backend then makes this node the owner, so
+    /// run, late by at most the silence bound).
+    pub owner_unconfirmed: bool,
     /// The job is an `@reboot` job whose deferred one-shot already ran somewhere in the
     /// cluster under the current job set (gossip's `ran_reboot_jobs`, RBT-06).
     pub reboot_ran: bool,
@@ -338,6 +348,10 @@ pub fn decide(policy: ClusterPolicy, kind: FiringKind, gate: Gate) -> Decision {
                 denied(Reason::ConvergenceHold)
             } else if view.availability_owner {
                 Decision::run(Reason::Owner)
+            } else if view.owner_unconfirmed {
+                // Even a scheduled firing waits here: skipping it would lose it if the owner
+                // died just before the instant.
+                Decision::defer(Reason::NotOwner)
             } else {
                 Decision::skip(Reason::NotOwner)
             }

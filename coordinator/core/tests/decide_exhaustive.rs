@@ -59,7 +59,7 @@ fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision)
     }
     assert_eq!(
         count,
-        3 * 4 * 260,
+        3 * 4 * (4 + 512),
         "the input space is not fully enumerated"
     );
     assert!(
@@ -161,6 +161,27 @@ fn prefer_leader_ignores_quorum_and_conflicts() {
 }
 
 #[test]
+fn prefer_leader_is_never_skipped_while_its_owner_is_unconfirmed() {
+    for_all(
+        "under a manager, PreferLeader skips only when the owner elsewhere is confirmed",
+        |policy, kind, gate, d| match (policy, kind, gate) {
+            (ClusterPolicy::PreferLeader, k, Gate::Manager(v))
+                if k != FiringKind::Manual
+                    && !v.converging
+                    && !(k == FiringKind::Reboot && v.reboot_ran) =>
+            {
+                d.verdict != Verdict::Skip || (!v.owner_unconfirmed && !v.availability_owner)
+            }
+            (ClusterPolicy::Leader | ClusterPolicy::EveryNode, _, Gate::Manager(mut v)) => {
+                v.owner_unconfirmed = !v.owner_unconfirmed;
+                decide(policy, kind, Gate::Manager(v)) == d
+            }
+            _ => true,
+        },
+    );
+}
+
+#[test]
 fn conflicts_never_gate_prefer_leader() {
     for_all(
         "flipping conflict never changes a PreferLeader decision",
@@ -174,11 +195,25 @@ fn conflicts_never_gate_prefer_leader() {
     );
 }
 
+/// The one deferral of a scheduled firing: PreferLeader on a lease backend whose holder is not
+/// yet confirmed alive for the firing (a skip there could lose the firing; the wait ends in a
+/// run here or a confirmed owner elsewhere).
+fn unconfirmed_owner_wait(policy: ClusterPolicy, gate: Gate, d: Decision) -> bool {
+    policy == ClusterPolicy::PreferLeader
+        && d == Decision::defer(Reason::NotOwner)
+        && matches!(gate, Gate::Manager(v) if v.owner_unconfirmed && !v.availability_owner)
+}
+
 #[test]
 fn scheduled_firings_never_defer() {
     for_all(
-        "a scheduled firing runs or skips; the next due instant is its retry",
-        |_, kind, _, d| kind != FiringKind::Scheduled || d.verdict != Verdict::Defer,
+        "a scheduled firing runs or skips; the next due instant is its retry (except PreferLeader \
+         waiting for an unconfirmed owner)",
+        |policy, kind, gate, d| {
+            kind != FiringKind::Scheduled
+                || d.verdict != Verdict::Defer
+                || unconfirmed_owner_wait(policy, gate, d)
+        },
     );
 }
 
@@ -187,8 +222,9 @@ fn only_retries_and_reboots_defer_and_only_on_transient_denials() {
     for_all(
         "Defer only for retries/@reboot, with NoQuorum/Conflict/ConvergenceHold, NoManager \
          while the manager is retried, or Starting while it has no first view",
-        |_, kind, gate, d| {
+        |policy, kind, gate, d| {
             d.verdict != Verdict::Defer
+                || unconfirmed_owner_wait(policy, gate, d)
                 || (kind.defers()
                     && TRANSIENT.contains(&d.reason)
                     && (d.reason != Reason::NoManager || gate == Gate::ManagerRetrying)
@@ -294,6 +330,8 @@ fn a_deferral_is_the_same_denial_a_scheduled_firing_skips_on() {
             }
             let scheduled = decide(policy, FiringKind::Scheduled, gate);
             scheduled == Decision::skip(d.reason)
+                // The wait for an unconfirmed PreferLeader owner is the same for every kind.
+                || (unconfirmed_owner_wait(policy, gate, d) && scheduled == d)
                 || (d.reason == Reason::ConvergenceHold
                     && policy == ClusterPolicy::Leader
                     && matches!(scheduled.reason, Reason::NotLeader | Reason::NotOwner)

@@ -96,6 +96,10 @@ fn parse_row(at: String, line: &str) -> Row {
                 reboot_ran_unknown: keys
                     .remove("reboot_ran_unknown")
                     .is_some_and(|v| yes_no(&at, "reboot_ran_unknown", v)),
+                // Optional, default no: only the lease backends' PreferLeader rows need it.
+                owner_unconfirmed: keys
+                    .remove("owner_unconfirmed")
+                    .is_some_and(|v| yes_no(&at, "owner_unconfirmed", v)),
             })
         }
         other => panic!("{at}: unknown gate {other:?}"),

@@ -110,13 +110,35 @@ struct State {
     holder: Option<String>,
     held: bool,
     last_error: Option<String>,
+    /// Another holder's record as this node last read it, to tell renewals from silence.
+    renewals: Option<Renewals>,
+    /// The wall-clock start (Unix ms) of the last round that read the lease.
+    last_read_ms: Option<i64>,
+    /// Two of the store's renew periods: a record unchanged for longer is silent.
+    silence: std::time::Duration,
+}
+
+/// Another holder's lease record as this node's reads saw it change.
+#[derive(Debug, Clone)]
+struct Renewals {
+    holder: String,
+    mark: i64,
+    /// The start of the first read that saw `mark`.
+    changed_at: Instant,
+    /// The start (Unix ms) of the last read before the change: the holder was alive after it.
+    alive_after_ms: Option<i64>,
+    /// Whether the latest read saw `mark` still, two renew periods after `changed_at`.
+    silent: bool,
 }
 
 impl State {
-    fn new(me: String, backend: &'static str) -> Self {
+    fn new(me: String, backend: &'static str, timing: super::LeaseTiming) -> Self {
         Self {
             me,
             backend,
+            renewals: None,
+            last_read_ms: None,
+            silence: timing.round_every * 2,
             view: ManagedView {
                 lease: Some(LeaseGate::default()),
                 ..ManagedView::default()
@@ -128,11 +150,81 @@ impl State {
         }
     }
 
-    /// Applies one round that started at `start` and returned `result`.
-    fn apply(&mut self, start: Instant, duration: std::time::Duration, result: RoundResult) {
+    /// Follows another holder's renewals through one read that started at `start`
+    /// (`start_ms` on the wall clock). A change of holder counts as a change: the new holder
+    /// wrote the record after the previous read.
+    fn track_renewals(&mut self, obs: &LeaseObservation, start: Instant, start_ms: i64) {
+        let previous_read = self.last_read_ms.replace(start_ms);
+        let (Some(holder), false, Some(mark)) = (&obs.holder, obs.held_by_me, obs.renewal) else {
+            self.renewals = None;
+            return;
+        };
+        match &mut self.renewals {
+            Some(r) if r.holder == *holder && r.mark == mark => {
+                let silent = start.saturating_duration_since(r.changed_at) >= self.silence;
+                if silent && !r.silent {
+                    tracing::warn!(
+                        "cluster: {} lease holder {holder} has not renewed for {:?}: \
+                         PreferLeader jobs run on this node until it renews or the lease changes \
+                         hands",
+                        self.backend,
+                        self.silence
+                    );
+                }
+                r.silent = silent;
+            }
+            Some(r) if r.holder == *holder && r.silent => {
+                tracing::info!(
+                    "cluster: {} lease holder {holder} renews again: PreferLeader jobs are its \
+                     again",
+                    self.backend
+                );
+                self.track_renewals_from(holder, mark, start, previous_read);
+            }
+            _ => self.track_renewals_from(holder, mark, start, previous_read),
+        }
+    }
+
+    fn track_renewals_from(
+        &mut self,
+        holder: &str,
+        mark: i64,
+        start: Instant,
+        previous_read: Option<i64>,
+    ) {
+        self.renewals = Some(Renewals {
+            holder: holder.to_owned(),
+            mark,
+            changed_at: start,
+            alive_after_ms: previous_read,
+            silent: false,
+        });
+    }
+
+    /// The renewals part of the gate, for the holder the gate names.
+    fn gate_renewals(&self) -> Option<crate::cluster::HolderRenewals> {
+        let r = self.renewals.as_ref()?;
+        (!self.held && self.holder.as_deref() == Some(r.holder.as_str())).then_some(
+            crate::cluster::HolderRenewals {
+                silent: r.silent,
+                alive_after_ms: r.alive_after_ms,
+            },
+        )
+    }
+
+    /// Applies one round that started at `start` (`start_ms` on the wall clock) and returned
+    /// `result`.
+    fn apply(
+        &mut self,
+        start: Instant,
+        start_ms: i64,
+        duration: std::time::Duration,
+        result: RoundResult,
+    ) {
         match result {
             RoundResult::Observed(obs) => {
                 self.last_error = None;
+                self.track_renewals(&obs, start, start_ms);
                 self.contact(start, duration);
                 self.held = obs.held_by_me;
                 self.holder = obs.holder.clone();
@@ -167,6 +259,7 @@ impl State {
         self.view.leader = leader;
         self.view.lease = Some(LeaseGate {
             holder: gate_holder,
+            renewals: self.gate_renewals(),
         });
     }
 
@@ -199,6 +292,12 @@ impl State {
         status.leader = if quorate { self.holder.clone() } else { None };
         status.is_leader = self.view.leader_at(&self.me, now) == Some(self.me.as_str());
         status.lease = self.block.clone();
+        if let Some(r) = self.gate_renewals() {
+            // Whether PreferLeader runs here because the holder stopped renewing.
+            status
+                .lease
+                .insert("holderSilent".into(), serde_json::Value::Bool(r.silent));
+        }
         status.last_error = self.last_error.clone();
         let mut view = self.view.clone();
         // Keep the flag in step with its deadline, so readers of the bare flag agree too.
@@ -272,7 +371,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
     let mut records = super::reboot_records::RebootRecords::new();
     let timing = store.timing();
     let backend = store.backend_name();
-    let mut state = State::new(me.clone(), backend);
+    let mut state = State::new(me.clone(), backend, timing);
     // A store that cannot be prepared (the filesystem lock-fidelity probe fails, the directory
     // or the API is not there yet, the probe times out) is retried with backoff until it can:
     // meanwhile the manager is absent, so Leader fails closed (its retries and @reboot
@@ -360,6 +459,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         }
         // Anchored before the round: the round's own latency eats into leadership, never adds.
         let start = Instant::now();
+        let start_ms = crate::clock::now_ms();
         // The holder renews at the store's cadence; a follower looks more often, so a released
         // lease is taken within FOLLOWER_ROUND rather than a whole ttl/3 (LSE-08).
         let cadence = if state.held {
@@ -395,7 +495,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         };
         let now = Instant::now();
         let before = roles(&tx.borrow(), now);
-        state.apply(start, timing.duration, result);
+        state.apply(start, start_ms, timing.duration, result);
         if let Some(o) = &behind
             && state.last_error.is_none()
         {
@@ -449,7 +549,10 @@ fn stop_leading(state: &mut State, why: String) {
     state.last_error = Some(why);
     let (leader, holder) = state.names();
     state.view.leader = leader;
-    state.view.lease = Some(LeaseGate { holder });
+    state.view.lease = Some(LeaseGate {
+        holder,
+        renewals: state.gate_renewals(),
+    });
 }
 
 /// Releases the lease within the round timeout; a failure is logged, and the lease then

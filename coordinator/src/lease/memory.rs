@@ -28,6 +28,8 @@ struct Inner {
     /// `<name>#<token>` and when the lease expires.
     holder: Option<(String, Instant)>,
     fence: u64,
+    /// Bumped by every renewal or takeover: the record's change a follower reads.
+    writes: i64,
     down: bool,
     wedged: bool,
     stand_down: Option<String>,
@@ -140,6 +142,7 @@ impl MemoryStore {
         let held_by_me = match &inner.holder {
             Some((h, _)) if *h == me && take => {
                 inner.holder = Some((me.clone(), expires));
+                inner.writes += 1;
                 true
             }
             Some((h, _)) if *h == me => false,
@@ -148,11 +151,13 @@ impl MemoryStore {
             _ => {
                 inner.fence += 1;
                 inner.holder = Some((me.clone(), expires));
+                inner.writes += 1;
                 true
             }
         };
         let (holder, until) = inner.holder.clone().unzip();
         let holder = holder.map(|h| strip_token(&h).to_owned());
+        let renewal = holder.as_ref().map(|_| inner.writes);
         let mut block = Map::new();
         block.insert("identity".into(), Value::String(self.name.clone()));
         block.insert(
@@ -166,6 +171,7 @@ impl MemoryStore {
             holder,
             fence: held_by_me.then(|| format!("fence:{}", inner.fence)),
             expiry_ms: remaining.map(|r| crate::clock::now_ms() + millis(r)),
+            renewal,
             block,
             valid_for: None,
         }))

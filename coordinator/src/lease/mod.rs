@@ -61,6 +61,12 @@ pub struct LeaseObservation {
     pub fence: Option<String>,
     /// When the lease expires, if known (Unix ms).
     pub expiry_ms: Option<i64>,
+    /// A value that changes at every renewal by the holder, as this round read it (the
+    /// filesystem lease file's expiry, the Kubernetes `renewTime`, the etcd key's
+    /// `mod_revision`, which the holder bumps every round). A follower that sees it unchanged
+    /// for two renew periods treats the holder as silent, so PreferLeader runs on the follower
+    /// rather than wait out the ttl. `None` when nobody holds the lease.
+    pub renewal: Option<i64>,
     /// The backend's `lease` block for `GET /cluster`, with the backend's own keys.
     pub block: Map<String, Value>,
     /// The lease duration the store actually granted, when it may differ from the configured

@@ -257,3 +257,49 @@ async fn a_stand_down_round_keeps_the_view_quorate_but_not_leading() {
 async fn memory_conformance_rbt_21_reboot_records_round_trip() {
     conformance::reboot_records_round_trip(&memory()).await;
 }
+
+/// The renewals the follower `n` last read of another holder.
+fn renewals(n: &Node) -> Option<crate::cluster::HolderRenewals> {
+    match &n.view.borrow().election {
+        Election::Managed(m) => m.lease.as_ref().and_then(|l| l.renewals),
+        _ => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_sees_the_holders_renewals_and_its_silence_within_two_renew_periods() {
+    let h = memory();
+    let a = Node::start(&h, "a");
+    wait_until("a leads", TIMING.duration, || a.leads()).await;
+    let b = Node::start(&h, "b");
+    // b reads a's record change at a's renewals: it knows a was alive after one of its reads.
+    wait_until("b sees a renew", TIMING.round_every * 3, || {
+        renewals(&b).is_some_and(|r| r.alive_after_ms.is_some() && !r.silent)
+    })
+    .await;
+    assert!(!b.leads());
+    // a dies without releasing: its record stops changing; b calls it silent within two renew
+    // periods (plus b's own half-second reads), long before the lease expires.
+    a.kill().await;
+    let took = wait_until(
+        "b sees a's renewals stop",
+        TIMING.round_every * 2 + super::driver::FOLLOWER_ROUND * 2 + TIMING.round_every,
+        || renewals(&b).is_some_and(|r| r.silent),
+    )
+    .await;
+    assert!(took < TIMING.duration, "took {took:?}");
+    assert_eq!(
+        verdict(
+            &b.view.borrow(),
+            ClusterPolicy::PreferLeader,
+            Instant::now()
+        ),
+        (Verdict::Run, Reason::Owner),
+        "PreferLeader runs on b while a's lease has not expired"
+    );
+    assert!(!b.leads(), "Leader still waits for the lease");
+    // Then b takes the lease as before, and tracks nobody's renewals while it holds.
+    wait_until("b leads", TIMING.duration + SAFETY_MARGIN * 2, || b.leads()).await;
+    assert_eq!(renewals(&b), None);
+    b.stop().await;
+}

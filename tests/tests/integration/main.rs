@@ -26,6 +26,7 @@ mod lifecycle;
 mod observability;
 mod one_executor;
 mod peer_flood;
+mod prefer_leader_lease;
 mod reboot_gossip;
 mod reboot_lease;
 mod reboot_reload;

@@ -10,9 +10,9 @@ const KINDS: [FiringKind; 4] = [
     FiringKind::Manual,
 ];
 
-/// Every manager view: all 2^8 combinations of its eight flags.
+/// Every manager view: all 2^9 combinations of its nine flags.
 fn all_views() -> impl Iterator<Item = ManagerView> {
-    (0u16..256).map(|bits| ManagerView {
+    (0u16..512).map(|bits| ManagerView {
         conflict: bits & 1 != 0,
         quorate: bits & 2 != 0,
         converging: bits & 4 != 0,
@@ -21,6 +21,7 @@ fn all_views() -> impl Iterator<Item = ManagerView> {
         availability_owner: bits & 32 != 0,
         reboot_ran: bits & 64 != 0,
         reboot_ran_unknown: bits & 128 != 0,
+        owner_unconfirmed: bits & 256 != 0,
     })
 }
 
@@ -36,7 +37,7 @@ fn all_gates() -> impl Iterator<Item = Gate> {
     .chain(all_views().map(Gate::Manager))
 }
 
-/// The whole input space: 3 policies × 4 kinds × 260 gates.
+/// The whole input space: 3 policies × 4 kinds × 516 gates.
 pub(crate) fn all_inputs() -> impl Iterator<Item = (ClusterPolicy, FiringKind, Gate)> {
     ClusterPolicy::ALL.into_iter().flat_map(|policy| {
         KINDS

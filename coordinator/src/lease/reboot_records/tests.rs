@@ -15,7 +15,7 @@ fn decide_reboot(
     let view = ClusterView {
         election: Election::Managed(ManagedView {
             quorate,
-            lease: Some(LeaseGate { holder: None }),
+            lease: Some(LeaseGate::default()),
             reboot_ran: Some(record),
             ..ManagedView::default()
         }),

@@ -31,7 +31,7 @@ pub async fn push_when_ready(
 /// One pass over the pending one-shots.
 pub fn push_ready(state: &CoordinatorState) {
     for (job, at, executor) in state.deferred.pending() {
-        match state.peek_verdict(&job, FiringKind::Reboot) {
+        match state.peek_verdict(&job, FiringKind::Reboot, at) {
             // The job left the set: its executor keeps the one-shot pending and re-asks when
             // the name returns (RBT-07), so there is nothing to push.
             None => state.deferred.forget(&job, at),

@@ -458,9 +458,9 @@ impl EtcdStore {
         let resp = self
             .request("the campaign transaction", client.txn(txn))
             .await?;
-        let (held, holder, revision) = if resp.succeeded() {
+        let (held, holder, revision, renewal) = if resp.succeeded() {
             let rev = resp.header().map_or(0, |h| h.revision());
-            (true, Some(self.node_name.clone()), rev)
+            (true, Some(self.node_name.clone()), rev, Some(rev))
         } else {
             let kv = resp.op_responses().into_iter().find_map(|r| match r {
                 TxnOpResponse::Get(g) => g.kvs().first().cloned(),
@@ -468,15 +468,37 @@ impl EtcdStore {
             });
             match kv {
                 // Deleted between the compare and the get: nobody holds it this instant.
-                None => (false, None, 0),
+                None => (false, None, 0, None),
                 Some(kv) => (
                     kv.lease() == id,
                     kv.value_str().ok().map(str::to_owned),
                     kv.create_revision(),
+                    Some(kv.mod_revision()),
                 ),
             }
         };
-        Ok(self.observation(held, holder, id, revision, ttl))
+        if held && !resp.succeeded() {
+            self.show_renewal(&mut client, id).await?;
+        }
+        Ok(self.observation(held, holder, id, revision, ttl, renewal))
+    }
+
+    /// Rewrites the election key, unchanged and still bound to this node's lease, so its
+    /// `mod_revision` moves: a keepalive alone leaves no trace a follower can read, and a
+    /// follower that sees no change for two renew periods runs PreferLeader itself. Guarded by
+    /// the lease, so a key another node has taken meanwhile is left alone.
+    async fn show_renewal(&mut self, client: &mut Client, id: i64) -> Result<(), LeaseError> {
+        let key = self.election_name.clone();
+        let txn = Txn::new()
+            .when([Compare::lease(key.clone(), CompareOp::Equal, id)])
+            .and_then([TxnOp::put(
+                key,
+                self.node_name.clone(),
+                Some(PutOptions::new().with_lease(id)),
+            )]);
+        self.request("rewriting the election key", client.txn(txn))
+            .await
+            .map(|_| ())
     }
 
     /// A round that only reads the election key: it neither grants, keeps alive nor takes a
@@ -487,12 +509,11 @@ impl EtcdStore {
         let resp = self
             .request("reading the election key", client.get(key, None))
             .await?;
-        let holder = resp
-            .kvs()
-            .first()
-            .and_then(|kv| kv.value_str().ok().map(str::to_owned));
+        let kv = resp.kvs().first();
+        let holder = kv.and_then(|kv| kv.value_str().ok().map(str::to_owned));
+        let renewal = kv.map(|kv| kv.mod_revision());
         let ttl = i64::try_from(self.ttl).unwrap_or(i64::MAX);
-        Ok(self.observation(false, holder, 0, 0, ttl))
+        Ok(self.observation(false, holder, 0, 0, ttl, renewal))
     }
 
     /// What a round saw, as the driver and `GET /cluster` take it.
@@ -503,6 +524,7 @@ impl EtcdStore {
         id: i64,
         revision: i64,
         ttl: i64,
+        renewal: Option<i64>,
     ) -> LeaseObservation {
         let ttl_d = Duration::from_secs(ttl.unsigned_abs());
         let expiry_ms = held.then(|| clock::now_ms() + (ttl * 1000));
@@ -531,6 +553,7 @@ impl EtcdStore {
             holder,
             fence: held.then(|| format!("lease:{id}@{revision}")),
             expiry_ms,
+            renewal,
             block,
             valid_for: Some(ttl_d),
         }

@@ -229,6 +229,8 @@ impl FilesystemStore {
             holder,
             fence: held_by_me.then(|| format!("fence:{}", lease.fence)),
             expiry_ms: lease.holder.as_ref().map(|_| lease.expiry_ms),
+            // The holder rewrites the expiry at every renewal.
+            renewal: lease.holder.as_ref().map(|_| lease.expiry_ms),
             block,
             valid_for: None,
         }

@@ -282,11 +282,19 @@ impl KubernetesStore {
                 .and_then(chrono::DateTime::from_timestamp_millis)
                 .map_or(Value::Null, |t| Value::String(t.to_rfc3339())),
         );
+        // The holder rewrites renewTime at every renewal (its clock, compared only with itself).
+        let renewal = holder.as_ref().and_then(|_| {
+            spec["renewTime"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.timestamp_micros())
+        });
         LeaseObservation {
             held_by_me: held,
             holder,
             fence: held.then(|| format!("{}@{rv}", self.token)),
             expiry_ms,
+            renewal,
             block,
             valid_for: None,
         }
