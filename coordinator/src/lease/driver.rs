@@ -116,6 +116,8 @@ struct State {
     last_read_ms: Option<i64>,
     /// Two of the store's renew periods: a record unchanged for longer is silent.
     silence: std::time::Duration,
+    /// The store's measure of this node's clock against its own, when it takes one.
+    clock_skew_ms: Option<i64>,
 }
 
 /// Another holder's lease record as this node's reads saw it change.
@@ -139,6 +141,7 @@ impl State {
             renewals: None,
             last_read_ms: None,
             silence: timing.round_every * 2,
+            clock_skew_ms: None,
             view: ManagedView {
                 lease: Some(LeaseGate::default()),
                 ..ManagedView::default()
@@ -292,6 +295,12 @@ impl State {
         status.leader = if quorate { self.holder.clone() } else { None };
         status.is_leader = self.view.leader_at(&self.me, now) == Some(self.me.as_str());
         status.lease = self.block.clone();
+        if let Some(skew) = self.clock_skew_ms {
+            // This node's clock minus the store's (filesystem): the skew check's measure.
+            status
+                .lease
+                .insert("clockSkewMs".into(), serde_json::Value::from(skew));
+        }
         if let Some(r) = self.gate_renewals() {
             // Whether PreferLeader runs here because the holder stopped renewing.
             status
@@ -496,6 +505,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         let now = Instant::now();
         let before = roles(&tx.borrow(), now);
         state.apply(start, start_ms, timing.duration, result);
+        state.clock_skew_ms = store.clock_skew_ms();
         if let Some(o) = &behind
             && state.last_error.is_none()
         {

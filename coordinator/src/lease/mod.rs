@@ -111,6 +111,13 @@ pub trait LeaseStore: Send + 'static {
     /// by this node; report what was seen.
     fn campaign(&mut self) -> impl Future<Output = Result<LeaseObservation, LeaseError>> + Send;
 
+    /// How far this node's clock was from the store's at the last round that measured it
+    /// (this node minus the store, ms): the filesystem store's clock-skew check. `None` for a
+    /// store that does not measure it.
+    fn clock_skew_ms(&self) -> Option<i64> {
+        None
+    }
+
     /// A round that reads the lease and neither takes nor renews it, whoever holds it: what the
     /// driver runs while this node must not hold (its executor is overdue, `crate::liveness`),
     /// so the view stays fresh for the PreferLeader rule and `GET /cluster`. Never reports the

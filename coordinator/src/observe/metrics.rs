@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::{FiringKind, Verdict};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 use serde_json::Value;
 
@@ -75,6 +75,7 @@ struct Inner {
     reloads: IntCounterVec,
     refused_calls: IntCounterVec,
     executor_overdue: IntGauge,
+    clock_skew: Gauge,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -222,6 +223,17 @@ impl Metrics {
                 "1 while an executor on this node has let a Leader job's due firing pass \
                  unasked (wedged or gone); a lease holder gives its lease up meanwhile.",
             ),
+            clock_skew: {
+                let g = Gauge::new(
+                    "cronstable_cluster_clock_skew_seconds",
+                    "This node's clock minus the lease store's, as the filesystem backend measures \
+                     it every round (0 where no store measures it). Past 1.5 s either way the \
+                     node does not lead.",
+                )
+                .expect("a valid metric name");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
             firings: counter_vec(
                 &jr,
                 "cronstable_job_firings_total",
@@ -383,6 +395,8 @@ impl Metrics {
             if let Some(leader) = cluster["leader"].as_str() {
                 m.leader_info.with_label_values(&[leader]).set(1);
             }
+            let skew_ms = cluster["lease"]["clockSkewMs"].as_f64().unwrap_or(0.0);
+            m.clock_skew.set(skew_ms / 1000.0);
         } else {
             // Without a cluster every node runs every job: it is its own quorum of one.
             m.quorate.set(1);
@@ -474,6 +488,16 @@ mod tests {
         assert!(!text.contains("leader=\"n1\""));
         body["leader"] = Value::Null;
         assert!(!m.render(&body).contains("cronstable_cluster_leader_info{"));
+        // The filesystem store's clock measure, signed, in seconds; 0 where nothing measures.
+        assert!(
+            m.render(&body)
+                .contains("cronstable_cluster_clock_skew_seconds 0")
+        );
+        body["lease"] = json!({"clockSkewMs": -5012});
+        assert!(
+            m.render(&body)
+                .contains("cronstable_cluster_clock_skew_seconds -5.012")
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The nemesis of the partition harness: the standard fault schedule and the store faults of
 //! the lease backends.
 //!
-//! Network faults come from [`crate::netns::Lab`]. Store faults differ per backend:
+//! Network faults come from [`crate::netns::Lab`]. On the lease backends the holder's
+//! coordinator and, separately, its shim are also frozen past the lease ([`Bench::pause`]).
+//! Store faults differ per backend:
 //!
 //! - etcd: every member is frozen with SIGSTOP, so its sockets stay open but nothing answers
 //!   (the worst case for a client);
@@ -16,13 +18,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use cronstable_coordinator::clock::now_ms;
-use cronstable_core::checker::Period;
+use cronstable_coordinator::liveness::OVERDUE_GRACE;
+use cronstable_core::ClusterPolicy;
+use cronstable_core::checker::{Exemption, Period};
 
 use super::{Bench, HarnessBackend, RunPlan};
 
 /// Runs the standard nemesis schedule: `plan.cycles` rounds of majority/minority split,
 /// isolated leader, bridge and a kill of the leader, each held `plan.hold`, with `plan.rest` of
-/// health between; on lease backends also the store faults. Then the lifecycle nemeses of the
+/// health between; on lease backends also the store faults and the paused holder (its
+/// coordinator, then its shim). Then the lifecycle nemeses of the
 /// cycle: `plan.isolated_restarts` nodes restarted while cut off (the leader first), one slow
 /// start (a different node each cycle, never the leader in the first) and a rolling restart
 /// of every node. Returns the final heal.
@@ -56,6 +61,19 @@ pub fn nemesis_schedule(bench: &mut Bench, plan: &RunPlan) -> i64 {
                 bench.cut_from_store(&[0, 1, 2, 3, 4], hold);
             }
         }
+        // Paused processes on a lease backend (the lease-faults issue): the holder's
+        // coordinator frozen past the lease (a zombie that wakes believing it leads), then the
+        // new holder's shim frozen (a wedged executor under a healthy coordinator).
+        if bench.backend != HarnessBackend::Gossip {
+            std::thread::sleep(rest);
+            if let Some(holder) = bench.lease_holder() {
+                bench.pause(holder, Paused::Coordinator, hold);
+            }
+            std::thread::sleep(rest);
+            if let Some(holder) = bench.lease_holder() {
+                bench.pause(holder, Paused::Shim, hold);
+            }
+        }
         // Restart while isolated: the leader, then the others in order, as many as the plan
         // asks (the short CI run takes the leader and one follower to fit its time; the long
         // run takes every node).
@@ -85,7 +103,64 @@ pub fn nemesis_schedule(bench: &mut Bench, plan: &RunPlan) -> i64 {
     now_ms()
 }
 
+/// Which of a host's processes [`Bench::pause`] freezes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paused {
+    /// The coordinator: its lease runs out on its own deadline while it sleeps.
+    Coordinator,
+    /// The shim: the coordinator stays healthy and must notice its executor stopped asking.
+    Shim,
+}
+
 impl Bench {
+    /// Freezes host `i`'s coordinator or shim (SIGSTOP) for `hold`, then resumes it (SIGCONT).
+    ///
+    /// A frozen shim runs nothing, so that host's own EveryNode firings meanwhile are exempt.
+    /// While the shim is frozen its coordinator keeps renewing until it sees a due Leader
+    /// firing go unasked (`liveness::OVERDUE_GRACE`, 2 s) and releases: until then followers
+    /// see a live holder and skip PreferLeader firings its frozen shim never runs, the one
+    /// PreferLeader window a lease backend still has (README, lease backends).
+    pub fn pause(&mut self, i: usize, which: Paused, hold: Duration) {
+        let name = self.files.nodes[i].name.clone();
+        let host = &self.hosts[i];
+        let proc = match which {
+            Paused::Coordinator => host.coordinator.as_ref().map(|c| &c.proc),
+            Paused::Shim => host.shim.as_ref(),
+        };
+        let Some(proc) = proc else { return };
+        let from = now_ms();
+        proc.signal(19);
+        std::thread::sleep(hold);
+        proc.signal(18);
+        let to = now_ms();
+        if which == Paused::Shim {
+            self.exempt.push(Exemption {
+                from,
+                to: to + 5_000,
+                policy: ClusterPolicy::EveryNode,
+                node: Some(name.clone()),
+                reason: format!("{name}'s shim was frozen"),
+            });
+            let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
+            self.exempt.push(Exemption {
+                from,
+                to: from + grace + 2_000,
+                policy: ClusterPolicy::PreferLeader,
+                node: None,
+                reason: "a wedged executor on the holder: followers see a live holder until \
+                         its coordinator notices (the overdue grace and a round)"
+                    .into(),
+            });
+        }
+        let what = match which {
+            Paused::Coordinator => "coordinator",
+            Paused::Shim => "shim",
+        };
+        let label = format!("{name}'s {what} frozen");
+        println!("nemesis: {label} for {} s", hold.as_secs());
+        self.nemesis.push(Period { from, to, label });
+    }
+
     /// Freezes every etcd member (SIGSTOP) for `hold`, then resumes them: the store is down but
     /// its sockets stay open, the worst case for a client. On the filesystem backend the store is
     /// cut off from every node instead; a no-op on gossip.

@@ -60,6 +60,18 @@ fn a_node_whose_clock_is_far_ahead_never_leads_and_says_why() {
         why.contains("clock skew") && why.contains("ahead of the store's"),
         "{why}"
     );
+    // The measure itself, on /cluster and as a metric: about +5 s (this node minus the store).
+    let skew = http(b.web, "GET", "/cluster").unwrap().json()["lease"]["clockSkewMs"]
+        .as_i64()
+        .expect("clockSkewMs on /cluster");
+    assert!((4_000..=6_000).contains(&skew), "clockSkewMs {skew}");
+    let metrics = http(b.web, "GET", "/metrics").unwrap().body;
+    let gauge = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cronstable_cluster_clock_skew_seconds "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .expect("the skew gauge");
+    assert!((4.0..=6.0).contains(&gauge), "skew gauge {gauge}");
     let lines = b
         .proc
         .log()
@@ -89,4 +101,8 @@ fn a_node_within_the_skew_budget_takes_part_as_any_node() {
             .filter(|r| r.json()["leader"] == "b")
     });
     assert!(!last_error(&b).contains("clock skew"), "{}", last_error(&b));
+    let skew = http(b.web, "GET", "/cluster").unwrap().json()["lease"]["clockSkewMs"]
+        .as_i64()
+        .expect("clockSkewMs on /cluster");
+    assert!((0..=1_500).contains(&skew), "clockSkewMs {skew}");
 }

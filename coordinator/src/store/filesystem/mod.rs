@@ -118,6 +118,8 @@ pub struct FilesystemStore {
     clock_probe: PathBuf,
     /// The skew refusal of the last round, to log only its changes.
     skewed: Option<String>,
+    /// This node's clock minus the store's at the last round that measured it (ms).
+    skew_ms: Option<i64>,
     election_name: String,
     node_name: String,
     holder: String,
@@ -162,6 +164,7 @@ impl FilesystemStore {
             root: config.path.clone(),
             clock_probe: leases.join(format!(".clock-{node_name}")),
             skewed: None,
+            skew_ms: None,
             leases,
             file,
             election_name: config.election_name.clone(),
@@ -410,17 +413,20 @@ impl LeaseStore for FilesystemStore {
                 let store_ms = store_clock(&probe)?;
                 // The wall clock is read under the lock, right before the decision it feeds.
                 let now_ms = clock::now_ms();
+                let skew_ms = now_ms.saturating_sub(store_ms);
                 if let Some(why) = skew_refusal(now_ms, store_ms, &probe) {
-                    return Ok(Err(why));
+                    return Ok((skew_ms, Err(why)));
                 }
                 let current = read(&file)?;
                 let (next, held) = decide_round(current.as_ref(), &me, now_ms, ttl);
                 if let Some(next) = &next {
                     write(&file, next)?;
                 }
-                Ok(Ok((next.or(current).unwrap_or_default(), held)))
+                Ok((skew_ms, Ok((next.or(current).unwrap_or_default(), held))))
             })
             .await?;
+        let (skew_ms, round) = round;
+        self.skew_ms = Some(skew_ms);
         match round {
             Ok((lease, held)) => {
                 if self.skewed.take().is_some() {
@@ -439,6 +445,10 @@ impl LeaseStore for FilesystemStore {
                 Err(LeaseError::StandDown(why))
             }
         }
+    }
+
+    fn clock_skew_ms(&self) -> Option<i64> {
+        self.skew_ms
     }
 
     async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
