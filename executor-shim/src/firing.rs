@@ -30,6 +30,11 @@ pub const LEAD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(20);
 
 /// How long a deferred retry keeps re-asking before it gives up.
 const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
+/// How long a deferred scheduled firing keeps re-asking before it gives up. A coordinator
+/// defers one only while a lease follower waits to confirm the holder ran it (PreferLeader),
+/// which ends within two renew periods; this bound keeps a coordinator that never settles from
+/// piling up waiting firings.
+const MAX_SCHEDULED_DEFERRAL: Duration = Duration::from_secs(60);
 /// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often
 /// starts after the container it serves) before the no-manager rule decides it.
 const REBOOT_PATIENCE: Duration = Duration::from_secs(30);
@@ -441,12 +446,15 @@ pub(crate) async fn run_sequence(
             }
             Verdict::Defer => {
                 let since = *deferred_since.get_or_insert_with(tokio::time::Instant::now);
-                if since.elapsed() > MAX_RETRY_DEFERRAL && matches!(kind, FiringKind::Retry { .. })
+                let bound = match kind {
+                    FiringKind::Retry { .. } => Some(MAX_RETRY_DEFERRAL),
+                    FiringKind::Scheduled => Some(MAX_SCHEDULED_DEFERRAL),
+                    FiringKind::Reboot | FiringKind::Manual => None,
+                };
+                if let Some(bound) = bound
+                    && since.elapsed() > bound
                 {
-                    let msg = format!(
-                        "gave up after deferring for {MAX_RETRY_DEFERRAL:?}: {}",
-                        gate.message
-                    );
+                    let msg = format!("gave up after deferring for {bound:?}: {}", gate.message);
                     tracing::warn!(job = job.name, attempt, "{msg}");
                     ctx.coordinator
                         .report_skip_logged(&job.name, at_ms, kind, why, msg)

@@ -504,3 +504,25 @@ pub fn webhook_receiver(
     });
     (url, rx)
 }
+
+/// Runs `cmd`'s program under libfaketime with its wall clock `offset` from the real one
+/// (`+5s`, `+0.5s`), by preloading the library rather than through the `faketime` wrapper: the
+/// wrapper forks the program and does not pass signals on, so stopping it would leave the
+/// program running. NO_FAKE_STAT keeps file times the store's, as on a host whose clock is
+/// really off. Panics when libfaketime is not installed (`apt-get install faketime`).
+pub fn with_faketime(cmd: &mut Command, offset: &str) {
+    const CANDIDATES: [&str; 3] = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+    ];
+    let lib = CANDIDATES
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or_else(|| {
+            panic!("libfaketime not found in {CANDIDATES:?}: apt-get install faketime")
+        });
+    cmd.env("LD_PRELOAD", lib)
+        .env("FAKETIME", offset)
+        .env("NO_FAKE_STAT", "1");
+}

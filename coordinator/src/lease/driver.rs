@@ -251,6 +251,10 @@ impl State {
                 if self.holder.as_deref() == Some(self.me.as_str()) {
                     self.holder = None;
                 }
+                // The lease was not read: no evidence of renewals either way. A PreferLeader
+                // firing defers to the last holder seen, as before, rather than wait for a
+                // confirmation no round will bring while this node stands down.
+                self.renewals = None;
             }
             RoundResult::Failed(why) => {
                 // No contact: quorum and leadership lapse at the deadlines already set.

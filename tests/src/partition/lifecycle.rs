@@ -166,7 +166,7 @@ impl Bench {
     /// Waits until host `i` is back: its shim's job set registered and, on gossip, every peer
     /// agreed; on a lease backend, quorate with a leader named. Records a failure (with the
     /// last `/cluster`) after [`REJOIN_LIMIT`] instead of panicking.
-    fn wait_rejoined(&mut self, i: usize, after: &str) {
+    pub(super) fn wait_rejoined(&mut self, i: usize, after: &str) {
         let name = self.files.nodes[i].name.clone();
         let deadline = now_ms() + REJOIN_LIMIT.as_millis() as i64;
         loop {
@@ -312,7 +312,7 @@ fn signal_all(pids: &[u32], sig: i32) {
 }
 
 /// Sleeps until the wall-clock instant `at_ms` (the harness runs on wall time by nature).
-fn sleep_until(at_ms: i64) {
+pub(super) fn sleep_until(at_ms: i64) {
     let left = at_ms - now_ms();
     if left > 0 {
         std::thread::sleep(Duration::from_millis(left as u64));

@@ -2,7 +2,8 @@
 //! the lease backends.
 //!
 //! Network faults come from [`crate::netns::Lab`]. On the lease backends the holder's
-//! coordinator and, separately, its shim are also frozen past the lease ([`Bench::pause`]).
+//! coordinator and, separately, its shim are also frozen past the lease ([`Bench::pause`]); on
+//! the filesystem backend a follower also runs with its clock off ([`Bench::skewed_restart`]).
 //! Store faults differ per backend:
 //!
 //! - etcd: every member is frozen with SIGSTOP, so its sockets stay open but nothing answers
@@ -72,6 +73,16 @@ pub fn nemesis_schedule(bench: &mut Bench, plan: &RunPlan) -> i64 {
             std::thread::sleep(rest);
             if let Some(holder) = bench.lease_holder() {
                 bench.pause(holder, Paused::Shim, hold);
+            }
+        }
+        // A follower restarted with its clock off (filesystem: the store's file times are the
+        // reference): within the budget it takes part as any node; far beyond it, it must
+        // never lead and must say why.
+        if bench.backend == HarnessBackend::Filesystem {
+            for offset in ["+0.5s", "+5s"] {
+                std::thread::sleep(rest);
+                let holder = bench.lease_holder().unwrap_or(0);
+                bench.skewed_restart((holder + 1) % 5, offset, hold);
             }
         }
         // Restart while isolated: the leader, then the others in order, as many as the plan
@@ -159,6 +170,65 @@ impl Bench {
         let label = format!("{name}'s {what} frozen");
         println!("nemesis: {label} for {} s", hold.as_secs());
         self.nemesis.push(Period { from, to, label });
+    }
+
+    /// Restarts host `i`'s coordinator under libfaketime at `offset` (`+5s`; file times stay
+    /// the store's, [`crate::with_faketime`]), keeps it so for `hold`, then restarts it with the true
+    /// clock. Past the filesystem store's 1.5 s skew bound the node must say so on `/cluster`
+    /// within a few rounds (a rejoin failure otherwise); within it, it must rejoin as any node.
+    /// The checker's at-most-once verdict covers the rest: no Leader instant twice.
+    pub fn skewed_restart(&mut self, i: usize, offset: &str, hold: Duration) {
+        let name = self.files.nodes[i].name.clone();
+        let label = format!("{name} restarted with its clock {offset}");
+        let from = now_ms();
+        self.stop_host(i, 15);
+        let mut cmd = self.lab.command(i, &crate::binary("cronstable"));
+        crate::with_faketime(&mut cmd, offset);
+        let host = self.start_host_in(i, cmd);
+        self.hosts[i] = host;
+        let started = now_ms();
+        self.around_change(from);
+        self.note_restart(i, from, started);
+        let far = offset.trim_start_matches(['+', '-']).trim_end_matches('s');
+        let far = far.parse::<f64>().unwrap_or(0.0) > 1.5;
+        if far {
+            let deadline = now_ms() + 10_000;
+            loop {
+                let why = self.hosts[i]
+                    .coordinator
+                    .as_ref()
+                    .and_then(|c| crate::gossip::cluster(c.web))
+                    .map(|v| v["last_error"].to_string())
+                    .unwrap_or_default();
+                if why.contains("clock skew") {
+                    break;
+                }
+                if now_ms() > deadline {
+                    let msg = format!("{label}: /cluster never said why it stands down: {why}");
+                    println!("harness: {msg}");
+                    self.rejoin_failures.push(msg);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        } else {
+            self.wait_rejoined(i, &label);
+        }
+        super::lifecycle::sleep_until(from + i64::try_from(hold.as_millis()).unwrap_or(0));
+        let back = now_ms();
+        self.stop_host(i, 15);
+        let host = self.start_host(i);
+        self.hosts[i] = host;
+        let to = now_ms();
+        self.around_change(to);
+        self.note_restart(i, back, to);
+        self.wait_rejoined(i, &format!("{name}'s clock was put right"));
+        println!("nemesis: {label} for {} s", hold.as_secs());
+        self.nemesis.push(Period {
+            from,
+            to: now_ms(),
+            label,
+        });
     }
 
     /// Freezes every etcd member (SIGSTOP) for `hold`, then resumes them: the store is down but

@@ -11,15 +11,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use cronstable_tests::lease::{Store, is_leader, start_lease_node, start_lease_node_in};
-use cronstable_tests::{Coordinator, binary, http, wait_for};
+use cronstable_tests::{Coordinator, binary, http, wait_for, with_faketime};
 
 /// The `cronstable` binary under libfaketime, its clock `offset` (e.g. `+5s`) from the real
-/// one. NO_FAKE_STAT: file times stay the store's, as on a host whose clock is really off.
+/// one, file times the store's.
 fn skewed(offset: &str) -> Command {
-    let mut cmd = Command::new("faketime");
-    cmd.args(["-f", offset])
-        .arg(binary("cronstable"))
-        .env("NO_FAKE_STAT", "1");
+    let mut cmd = Command::new(binary("cronstable"));
+    with_faketime(&mut cmd, offset);
     cmd
 }
 
