@@ -169,12 +169,16 @@ pub fn tick_cluster(dir: &Path, ttl: u64) -> TickCluster {
 
 /// [`tick_cluster`] with the job's `clusterPolicy` set to `policy`.
 pub fn tick_cluster_with(dir: &Path, ttl: u64, policy: &str) -> TickCluster {
-    let store = Store::Filesystem(dir.join("store"));
+    tick_cluster_on(dir, &Store::Filesystem(dir.join("store")), ttl, policy)
+}
+
+/// [`tick_cluster_with`] electing through `store`.
+pub fn tick_cluster_on(dir: &Path, store: &Store, ttl: u64, policy: &str) -> TickCluster {
     let out = dir.join("out");
     let names = ["a", "b", "c"];
     let nodes: Vec<Coordinator> = names
         .iter()
-        .map(|n| start_lease_node(dir, n, &store, ttl))
+        .map(|n| start_lease_node(dir, n, store, ttl))
         .collect();
     let webs = nodes.iter().map(|c| c.web).collect();
     let shims = nodes

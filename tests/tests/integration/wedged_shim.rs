@@ -5,7 +5,7 @@
 //! firing go unasked, stands down and releases the lease; a node whose shim is live runs the
 //! job; the frozen node does not take the lease back while its shim is frozen.
 //!
-//! Three filesystem-lease nodes (ttl 3 s), each with a shim running a per-second Leader job
+//! Three lease nodes (ttl 3 s; a filesystem store, then a real etcd), each with a shim running a per-second Leader job
 //! that writes its node and instant. What each freeze cost in missed seconds is printed (the
 //! measurement in BENCHMARKS.md); the test asserts the handover and that no instant ran twice.
 
@@ -13,9 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+use cronstable_tests::etcd::Etcd;
 use cronstable_tests::gossip::cluster;
 use cronstable_tests::lease::{
-    TickCluster, doubled_ticks, leaders, tick_cluster, ticks, wait_one_leader,
+    Store, TickCluster, doubled_ticks, leaders, tick_cluster_on, ticks, wait_one_leader,
 };
 use cronstable_tests::{PATIENCE, http, lines, wait_for};
 
@@ -41,14 +42,28 @@ fn now_s() -> i64 {
 }
 
 #[test]
-fn a_holder_whose_shim_is_frozen_hands_the_lease_over_and_takes_it_back_only_when_live() {
+fn filesystem_a_holder_whose_shim_is_frozen_hands_the_lease_over() {
     let dir = tempfile::tempdir().unwrap();
+    let store = Store::Filesystem(dir.path().join("store"));
+    wedged(dir.path(), &store);
+}
+
+#[test]
+fn etcd_a_holder_whose_shim_is_frozen_hands_the_lease_over() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    wedged(dir.path(), &Store::Etcd(etcd.endpoint()));
+}
+
+/// Three freezes of the holder's shim on `store`: each time another node takes the lease, the
+/// frozen node says why and does not take it back while frozen, and no instant runs twice.
+fn wedged(dir: &std::path::Path, store: &Store) {
     let TickCluster {
         nodes: _nodes,
         webs,
         shims,
         out,
-    } = tick_cluster(dir.path(), TTL);
+    } = tick_cluster_on(dir, store, TTL, "Leader");
 
     let mut costs = Vec::new();
     for round in 0..3 {
