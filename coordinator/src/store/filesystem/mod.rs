@@ -71,10 +71,28 @@ pub struct LeaseFile {
 /// expiry margin); 1.5 s leaves room for stores that keep file times to the whole second.
 pub const MAX_CLOCK_SKEW: Duration = Duration::from_millis(1500);
 
+/// How far back within [`MAX_CLOCK_SKEW`] a node that stood down for skew must come before it
+/// may lead again. Without it a clock that hovers at the bound (NTP slewing it back, a store
+/// that rounds file times; a node at +1.5 s measures 1,501 to 1,503 ms) could flip the node
+/// between standing down and not from round to round, a log line each time.
+pub const SKEW_HYSTERESIS: Duration = Duration::from_millis(500);
+
 /// Why this node must not lead when its clock reads `local_ms` and the store's `store_ms`.
-pub fn skew_refusal(local_ms: i64, store_ms: i64, probe: &Path) -> Option<String> {
+/// `standing_down`: it already stands down for skew, so it must come back within
+/// [`MAX_CLOCK_SKEW`] − [`SKEW_HYSTERESIS`] first.
+pub fn skew_refusal(
+    local_ms: i64,
+    store_ms: i64,
+    probe: &Path,
+    standing_down: bool,
+) -> Option<String> {
     let skew_ms = local_ms.saturating_sub(store_ms);
-    if skew_ms.unsigned_abs() <= MAX_CLOCK_SKEW.as_millis() as u64 {
+    let bound = if standing_down {
+        MAX_CLOCK_SKEW.saturating_sub(SKEW_HYSTERESIS)
+    } else {
+        MAX_CLOCK_SKEW
+    };
+    if skew_ms.unsigned_abs() <= bound.as_millis() as u64 {
         return None;
     }
     let way = if skew_ms > 0 { "ahead of" } else { "behind" };
@@ -407,6 +425,7 @@ impl LeaseStore for FilesystemStore {
     async fn campaign(&mut self) -> Result<LeaseObservation, LeaseError> {
         let (file, me, ttl) = (self.file.clone(), self.holder.clone(), self.ttl);
         let probe = self.clock_probe.clone();
+        let standing_down = self.skewed.is_some();
         let round = self
             .blocking(move || {
                 let _guard = lock(&file)?;
@@ -414,7 +433,7 @@ impl LeaseStore for FilesystemStore {
                 // The wall clock is read under the lock, right before the decision it feeds.
                 let now_ms = clock::now_ms();
                 let skew_ms = now_ms.saturating_sub(store_ms);
-                if let Some(why) = skew_refusal(now_ms, store_ms, &probe) {
+                if let Some(why) = skew_refusal(now_ms, store_ms, &probe, standing_down) {
                     return Ok((skew_ms, Err(why)));
                 }
                 let current = read(&file)?;

@@ -345,15 +345,22 @@ mod handoffs {
 
 #[test]
 fn a_clock_off_the_store_by_more_than_the_budget_is_refused_either_way() {
-    use super::{MAX_CLOCK_SKEW, skew_refusal};
+    use super::{MAX_CLOCK_SKEW, SKEW_HYSTERESIS, skew_refusal};
     let probe = std::path::Path::new("/store/default/leases/.clock-a");
     let budget = MAX_CLOCK_SKEW.as_millis() as i64;
-    assert_eq!(skew_refusal(10_000, 10_000, probe), None);
-    assert_eq!(skew_refusal(10_000 + budget, 10_000, probe), None);
-    assert_eq!(skew_refusal(10_000 - budget, 10_000, probe), None);
-    let ahead = skew_refusal(15_000, 10_000, probe).expect("5 s ahead");
+    assert_eq!(skew_refusal(10_000, 10_000, probe, false), None);
+    assert_eq!(skew_refusal(10_000 + budget, 10_000, probe, false), None);
+    assert_eq!(skew_refusal(10_000 - budget, 10_000, probe, false), None);
+    let ahead = skew_refusal(15_000, 10_000, probe, false).expect("5 s ahead");
     assert!(ahead.contains("5.0 s ahead of the store's"), "{ahead}");
     assert!(ahead.contains(".clock-a"), "{ahead}");
-    let behind = skew_refusal(10_000, 12_000, probe).expect("2 s behind");
+    let behind = skew_refusal(10_000, 12_000, probe, false).expect("2 s behind");
     assert!(behind.contains("2.0 s behind"), "{behind}");
+    // Standing down already, a clock on the bound stays refused until it is back within the
+    // bound less the hysteresis, so a clock sitting on 1.5 s does not flap.
+    let back = budget - SKEW_HYSTERESIS.as_millis() as i64;
+    assert!(skew_refusal(10_000 + budget, 10_000, probe, true).is_some());
+    assert!(skew_refusal(10_000 + back + 1, 10_000, probe, true).is_some());
+    assert_eq!(skew_refusal(10_000 + back, 10_000, probe, true), None);
+    assert_eq!(skew_refusal(10_000 - back, 10_000, probe, true), None);
 }
