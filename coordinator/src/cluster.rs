@@ -126,7 +126,7 @@ pub struct LeaseGate {
 /// What this node's reads show of another holder's renewals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HolderRenewals {
-    /// The record did not change for two renew periods, up to the latest read: the holder's
+    /// The record did not change for the silence bound, up to the latest read: the holder's
     /// renewals stopped, so PreferLeader runs here rather than wait out the lease.
     pub silent: bool,
     /// The holder was seen renewing at some moment after this wall-clock instant (Unix ms):

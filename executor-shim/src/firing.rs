@@ -32,7 +32,7 @@ pub const LEAD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(20);
 const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
 /// How long a deferred scheduled firing keeps re-asking before it gives up. A coordinator
 /// defers one only while a lease follower waits to confirm the holder ran it (PreferLeader),
-/// which ends within two renew periods; this bound keeps a coordinator that never settles from
+/// which ends within a few seconds; this bound keeps a coordinator that never settles from
 /// piling up waiting firings.
 const MAX_SCHEDULED_DEFERRAL: Duration = Duration::from_secs(60);
 /// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often

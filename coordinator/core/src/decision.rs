@@ -25,7 +25,7 @@
 //! instant is the next chance. The one exception is PreferLeader's never-skip rule on a lease
 //! backend (`owner_unconfirmed`): a follower whose holder has not been seen renewing since the
 //! instant waits, because skipping on the word of a holder that may have just died would lose
-//! the firing; the wait ends within two renew periods, in a skip or a late run. Retries and `@reboot` one-shots defer on transient denials (no
+//! the firing; the wait ends within the lease driver's silence bound, in a skip or a late run. Retries and `@reboot` one-shots defer on transient denials (no
 //! quorum, a conflict, the convergence hold) and skip only when ownership is confirmed elsewhere
 //! (RTY-02, RTY-03, RBT-01).
 

@@ -114,7 +114,7 @@ struct State {
     renewals: Option<Renewals>,
     /// The wall-clock start (Unix ms) of the last round that read the lease.
     last_read_ms: Option<i64>,
-    /// Two of the store's renew periods: a record unchanged for longer is silent.
+    /// [`silence_bound`]: a record unchanged for longer is silent.
     silence: std::time::Duration,
     /// The store's measure of this node's clock against its own, when it takes one.
     clock_skew_ms: Option<i64>,
@@ -129,7 +129,7 @@ struct Renewals {
     changed_at: Instant,
     /// The start (Unix ms) of the last read before the change: the holder was alive after it.
     alive_after_ms: Option<i64>,
-    /// Whether the latest read saw `mark` still, two renew periods after `changed_at`.
+    /// Whether the latest read saw `mark` still, the silence bound after `changed_at`.
     silent: bool,
 }
 
@@ -140,7 +140,7 @@ impl State {
             backend,
             renewals: None,
             last_read_ms: None,
-            silence: timing.round_every * 2,
+            silence: silence_bound(timing),
             clock_skew_ms: None,
             view: ManagedView {
                 lease: Some(LeaseGate::default()),
@@ -586,6 +586,15 @@ async fn changed<T>(rx: &mut tokio::sync::watch::Receiver<T>) {
     if rx.changed().await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// How long another holder's record may stay unchanged before this node calls the holder
+/// silent: a live holder renews every `round_every`, a renewal round may take up to
+/// `round_timeout`, and this node reads every [`FOLLOWER_ROUND`]; only a record unchanged past
+/// all three means the renewals stopped (two renew periods and half a second on etcd and
+/// filesystem, where the round timeout is the renew period).
+pub fn silence_bound(timing: super::LeaseTiming) -> std::time::Duration {
+    timing.round_every + timing.round_timeout + FOLLOWER_ROUND
 }
 
 /// The first wait before preparing the store again after it failed; doubled per failure.

@@ -64,7 +64,7 @@ pub struct LeaseObservation {
     /// A value that changes at every renewal by the holder, as this round read it (the
     /// filesystem lease file's expiry, the Kubernetes `renewTime`, the etcd key's
     /// `mod_revision`, which the holder bumps every round). A follower that sees it unchanged
-    /// for two renew periods treats the holder as silent, so PreferLeader runs on the follower
+    /// for the driver's silence bound treats the holder as silent, so PreferLeader runs on the follower
     /// rather than wait out the ttl. `None` when nobody holds the lease.
     pub renewal: Option<i64>,
     /// The backend's `lease` block for `GET /cluster`, with the backend's own keys.

@@ -267,7 +267,7 @@ fn renewals(n: &Node) -> Option<crate::cluster::HolderRenewals> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_follower_sees_the_holders_renewals_and_its_silence_within_two_renew_periods() {
+async fn a_follower_sees_the_holders_renewals_and_its_silence_within_the_silence_bound() {
     let h = memory();
     let a = Node::start(&h, "a");
     wait_until("a leads", TIMING.duration, || a.leads()).await;
@@ -278,12 +278,12 @@ async fn a_follower_sees_the_holders_renewals_and_its_silence_within_two_renew_p
     })
     .await;
     assert!(!b.leads());
-    // a dies without releasing: its record stops changing; b calls it silent within two renew
-    // periods (plus b's own half-second reads), long before the lease expires.
+    // a dies without releasing: its record stops changing; b calls it silent within the
+    // silence bound (plus b's own half-second reads), long before the lease expires.
     a.kill().await;
     let took = wait_until(
         "b sees a's renewals stop",
-        TIMING.round_every * 2 + super::driver::FOLLOWER_ROUND * 2 + TIMING.round_every,
+        super::driver::silence_bound(TIMING) + super::driver::FOLLOWER_ROUND + TIMING.round_every,
         || renewals(&b).is_some_and(|r| r.silent),
     )
     .await;

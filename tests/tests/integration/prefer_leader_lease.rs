@@ -3,7 +3,8 @@
 //! to defer every PreferLeader firing to the dead holder until then (about ttl + 2 s lost, a
 //! window the partition harness had to exempt). Now a follower holds a PreferLeader firing
 //! (DEFER) until it sees the holder renew after the firing's instant (the holder was alive to
-//! run it: skip) or sees its renewals stop for two renew periods (run it here, late).
+//! run it: skip) or sees its renewals stop (no change for a renew period, a round's timeout
+//! and half a second: run it here, late).
 //!
 //! Three filesystem-lease nodes (ttl 3 s), each with a shim running a per-second PreferLeader
 //! job that writes the nominal instant and its node. The holder's coordinator and shim are

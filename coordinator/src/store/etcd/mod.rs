@@ -485,7 +485,7 @@ impl EtcdStore {
 
     /// Rewrites the election key, unchanged and still bound to this node's lease, so its
     /// `mod_revision` moves: a keepalive alone leaves no trace a follower can read, and a
-    /// follower that sees no change for two renew periods runs PreferLeader itself. Guarded by
+    /// follower that sees no change for the silence bound runs PreferLeader itself. Guarded by
     /// the lease, so a key another node has taken meanwhile is left alone.
     async fn show_renewal(&mut self, client: &mut Client, id: i64) -> Result<(), LeaseError> {
         let key = self.election_name.clone();

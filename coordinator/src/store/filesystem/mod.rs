@@ -99,10 +99,11 @@ pub fn skew_refusal(
     Some(format!(
         "clock skew: this node's clock is {:.1} s {way} the store's (the modification time of \
          {}); past {:.1} s two holders could overlap, so this node does not lead until its clock \
-         is back within it: check NTP",
+         is back within {:.1} s: check NTP",
         skew_ms.unsigned_abs() as f64 / 1000.0,
         probe.display(),
-        MAX_CLOCK_SKEW.as_secs_f64()
+        MAX_CLOCK_SKEW.as_secs_f64(),
+        MAX_CLOCK_SKEW.saturating_sub(SKEW_HYSTERESIS).as_secs_f64()
     ))
 }
 
