@@ -377,6 +377,14 @@ pub struct GateSignals {
     pub leader: Option<Option<String>>,
 }
 
+/// Resolves when `rx` changes; never, once its sender is gone (nothing can change any more).
+/// For a backend's `select!` on [`BackendContext::overdue`].
+pub(crate) async fn changed<T>(rx: &mut watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// A future that resolves when the coordinator is shutting down.
 pub type ShutdownSignal = Pin<Box<dyn Future<Output = ()> + Send>>;
 

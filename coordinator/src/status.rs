@@ -90,6 +90,10 @@ pub struct GossipStatus {
     /// Set when the manager is not running (listener or TLS failure): why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub manager_error: Option<String>,
+    /// Set while this node stands down from the election because an executor here let a
+    /// Leader firing pass unasked: which executor, job and instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing_down: Option<String>,
     /// One row per configured peer.
     pub peers: Vec<PeerRow>,
 }
@@ -112,6 +116,10 @@ pub struct PeerRow {
     pub last_error: Option<String>,
     /// Consecutive reachable-but-mismatched rounds.
     pub mismatch_streak: u32,
+    /// The peer said in its last report that it stands down from the election (its executor
+    /// is overdue): it counts toward quorum but leads nothing. Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub standing_down: bool,
     /// The peer's display-only run summary from its last successful poll, for `GET /fleet`;
     /// `None` is "no data for that node". Not part of `GET /cluster`.
     #[serde(skip)]

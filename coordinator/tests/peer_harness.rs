@@ -34,6 +34,7 @@ pub(crate) fn report(name: &str) -> PeerReport {
         quorate_vouched: vec![],
         candidates_truncated: 0,
         ran_reboot_jobs: vec![],
+        standing_down: false,
     }
 }
 

@@ -44,14 +44,19 @@ fn member() -> impl Strategy<Value = MemberReport> {
 fn report() -> impl Strategy<Value = PeerReport> {
     (
         (name(), instance(), prop::bool::ANY, 0usize..8),
-        (prop::bool::ANY, prop::bool::ANY, prop::bool::ANY),
+        (
+            prop::bool::ANY,
+            prop::bool::ANY,
+            prop::bool::ANY,
+            prop::bool::ANY,
+        ),
         prop::collection::vec(member(), 0..6),
         prop::collection::vec(name(), 0..6),
     )
         .prop_map(
             |(
                 (node_name, instance_id, same_js, cluster_size),
-                (spread, elect, quorate),
+                (spread, elect, quorate, standing_down),
                 members,
                 vouched,
             )| {
@@ -76,6 +81,7 @@ fn report() -> impl Strategy<Value = PeerReport> {
                     quorate_vouched: vouched,
                     candidates_truncated: 0,
                     ran_reboot_jobs: Vec::new(),
+                    standing_down,
                 }
             },
         )

@@ -32,6 +32,8 @@ struct Sim {
     reach: Vec<Vec<bool>>,
     views: Vec<RoundView>,
     now_ms: u64,
+    /// `standing[i]`: node i's executor is overdue, so it stands down from the next round on.
+    standing: Vec<bool>,
 }
 
 impl Sim {
@@ -57,6 +59,7 @@ impl Sim {
             views: Vec::new(),
             // Rounds 10 ms apart, so the 2-interval hold timeout never masks convergence.
             now_ms: 0,
+            standing: vec![false; n],
         }
     }
 
@@ -69,6 +72,7 @@ impl Sim {
         self.now_ms += 10;
         let mut views = Vec::new();
         for i in 0..self.locals.len() {
+            self.states[i].set_standing_down(self.standing[i]);
             let polls: Vec<PollOutcome> = self
                 .peers_of(i)
                 .map(|j| {
@@ -112,7 +116,7 @@ impl Sim {
     }
 
     /// Self-candidate (long-enough quorate) nodes that own `job` over their spread ring
-    /// agreeing ∪ vouched ∪ {me}.
+    /// agreeing ∪ vouched ∪ {me}, less the nodes that stand down (as the coordinator builds it).
     fn spread_owners(&self, job: &str) -> Vec<String> {
         (0..self.locals.len())
             .filter(|&i| {
@@ -120,6 +124,7 @@ impl Sim {
                 let mut ring: BTreeSet<&str> = v.agreeing.iter().map(String::as_str).collect();
                 ring.extend(v.vouched_unconfirmed.iter().map(String::as_str));
                 ring.insert(self.name(i));
+                ring.retain(|n| !v.standing_down.contains(*n));
                 v.quorate && v.self_candidate && owner(job, ring) == Some(self.name(i))
             })
             .map(|i| self.name(i).to_string())
@@ -345,4 +350,75 @@ fn measure_transient_double_leaders_after_a_topology_change() {
          had more than one self-elected leader"
     );
     assert_eq!(total_rounds, trials * SETTLE_ROUNDS);
+}
+
+fn standing_schedule() -> impl Strategy<Value = Vec<Vec<bool>>> {
+    prop::collection::vec(prop::collection::vec(prop::bool::weighted(0.25), 7), 16)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// (a) and (b) on every round while executors fall behind and come back at random (item 2
+    /// of the lease-faults issue, gossip half): standing down and returning never make two
+    /// leaders or two owners of a job, from a joint boot on any reachability matrix.
+    #[test]
+    fn safe_every_round_while_nodes_stand_down_and_return(
+        (n, reach, _) in cluster(),
+        dist in prop::bool::ANY,
+        schedule in standing_schedule(),
+        jobs in prop::collection::vec("[a-z]{1,8}", 1..4),
+    ) {
+        let d = if dist { Distribution::Spread } else { Distribution::SingleLeader };
+        let mut sim = Sim::new(n, d, reach);
+        for (round, standing) in schedule.iter().enumerate() {
+            sim.standing = standing[..n].to_vec();
+            sim.step();
+            prop_assert!(sim.self_elected().len() <= 1, "round {} leaders {:?}", round, sim.self_elected());
+            for job in &jobs {
+                prop_assert!(sim.spread_owners(job).len() <= 1, "round {} job {} owners {:?}", round, job, sim.spread_owners(job));
+            }
+        }
+    }
+
+    /// Liveness, the "within an interval" of the issue: in a settled, fully connected cluster,
+    /// when the leader's executor falls behind, a single other node leads two rounds later
+    /// (one for the leader to publish, one for its peers to read it), and under spread every
+    /// job has an owner that is not the node standing down; when it comes back it leads again
+    /// once the views settle.
+    #[test]
+    fn the_cluster_passes_over_a_node_that_stands_down(
+        n in 3usize..=7,
+        k in 0usize..7,
+        jobs in prop::collection::vec("[a-z]{1,8}", 1..6),
+    ) {
+        let k = k % n;
+        for d in [Distribution::SingleLeader, Distribution::Spread] {
+            let mut sim = Sim::new(n, d, full(n));
+            sim.run(SETTLE_ROUNDS);
+            sim.standing[k] = true;
+            sim.run(2);
+            let standing = sim.name(k).to_string();
+            if d == Distribution::SingleLeader {
+                let leaders = sim.self_elected();
+                prop_assert_eq!(leaders.len(), 1, "leaders {:?}", leaders);
+                prop_assert!(leaders[0] != standing);
+            } else {
+                for job in &jobs {
+                    let owners = sim.spread_owners(job);
+                    prop_assert_eq!(owners.len(), 1, "job {} owners {:?}", job, owners);
+                    prop_assert!(owners[0] != standing);
+                }
+            }
+            sim.standing[k] = false;
+            sim.run(SETTLE_ROUNDS);
+            if d == Distribution::SingleLeader {
+                prop_assert_eq!(sim.self_elected(), vec!["n1".to_string()]);
+            } else {
+                for job in &jobs {
+                    prop_assert_eq!(sim.spread_owners(job).len(), 1, "job {}", job);
+                }
+            }
+        }
+    }
 }

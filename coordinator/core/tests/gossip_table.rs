@@ -485,3 +485,94 @@ fn oversize_names_are_ignored_not_fatal() {
         assert_eq!(v.peers[1].status, Some(PeerStatus::Unreachable));
     }
 }
+
+/// Standing down (rule 4): a node whose executor is overdue keeps its quorum and its `quorate`
+/// flag but is not its own candidate, does not vouch for itself, and says so in its advert.
+/// Once it stops, it counts itself only after `SELF_CANDIDATE_ROUNDS` rounds, as after a boot.
+#[test]
+fn a_node_standing_down_is_no_candidate_and_waits_three_rounds_to_return() {
+    let me = local("a", 3);
+    let mut st = GossipState::new(2, 0);
+    let polls = || {
+        [
+            rep(report("b", &me, 3, true)),
+            rep(report("c", &me, 3, true)),
+        ]
+    };
+    for round in 0..3u64 {
+        st.round(&me, &polls(), round);
+    }
+    let v = st.round(&me, &polls(), 3);
+    assert_eq!(
+        v.leader.as_deref(),
+        Some("a"),
+        "a leads before it stands down"
+    );
+
+    st.set_standing_down(true);
+    let v = st.round(&me, &polls(), 4);
+    assert!(v.quorate, "standing down keeps the quorum");
+    assert!(
+        v.advert.quorate,
+        "and the quorate flag peers count quorum with"
+    );
+    assert!(!v.self_candidate);
+    assert_eq!(
+        v.leader.as_deref(),
+        Some("b"),
+        "the next lowest candidate leads"
+    );
+    assert!(v.advert.standing_down);
+    assert_eq!(
+        v.advert.quorate_vouched,
+        vec!["b", "c"],
+        "a vouches for others only"
+    );
+    assert!(v.standing_down.contains("a"));
+    assert!(v.report(&me, Vec::new()).standing_down);
+
+    st.set_standing_down(false);
+    for round in 5..7u64 {
+        let v = st.round(&me, &polls(), round);
+        assert!(!v.advert.standing_down);
+        assert!(
+            v.advert.quorate_vouched.contains(&"a".to_string()),
+            "round {round}"
+        );
+        assert_eq!(v.leader.as_deref(), Some("b"), "round {round}: a waits");
+    }
+    let v = st.round(&me, &polls(), 7);
+    assert_eq!(
+        v.leader.as_deref(),
+        Some("a"),
+        "a counts itself on the third round"
+    );
+}
+
+/// A peer's own report that it stands down takes it out of the candidates at once, even while
+/// a witness still vouches for it from an older round; it stays in `agreeing` and the quorum.
+#[test]
+fn a_peer_reporting_standing_down_is_passed_over_whatever_a_witness_vouches() {
+    let me = local("c", 3);
+    let mut st = GossipState::new(2, 0);
+    let mut a = report("a", &me, 3, true);
+    let mut b = report("b", &me, 3, true);
+    b.quorate_vouched = vec!["a".into(), "b".into()];
+    for round in 0..3u64 {
+        st.round(&me, &[rep(a.clone()), rep(b.clone())], round);
+    }
+    let v = st.round(&me, &[rep(a.clone()), rep(b.clone())], 3);
+    assert_eq!(v.leader.as_deref(), Some("a"));
+
+    a.standing_down = true;
+    let v = st.round(&me, &[rep(a.clone()), rep(b.clone())], 4);
+    assert!(!v.candidates.contains("a"), "candidates {:?}", v.candidates);
+    assert!(v.agreeing.contains("a") && v.quorate);
+    assert_eq!(v.leader.as_deref(), Some("b"));
+    assert_eq!(v.standing_down.iter().collect::<Vec<_>>(), vec!["a"]);
+    assert!(!v.advert.quorate_vouched.contains(&"a".to_string()));
+
+    // Unreachable: only the witness speaks for it, and its vouching counts again.
+    let v = st.round(&me, &[unreachable(), rep(b.clone())], 5);
+    assert!(v.candidates.contains("a"));
+}

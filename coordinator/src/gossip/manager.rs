@@ -379,6 +379,8 @@ impl GossipBackend {
         let mut edges = Edges::default();
         let mut learned_ran = LearnedRebootRan::new();
         let mut known_ran = std::collections::BTreeSet::new();
+        // Whether this node stands down for an overdue executor, for one log line per change.
+        let mut standing_down = false;
 
         let mut rounds = tokio::time::interval(s.interval);
         rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -400,7 +402,24 @@ impl GossipBackend {
                     continue;
                 }
                 _ = rounds.tick() => {}
+                // An executor fell behind or caught up: tell the peers now, not an interval on.
+                () = crate::cluster::changed(&mut ctx.overdue) => rounds.reset(),
             }
+            let overdue = ctx.overdue.borrow_and_update().clone();
+            if overdue.is_some() != standing_down {
+                standing_down = overdue.is_some();
+                match &overdue {
+                    Some(o) => tracing::warn!(
+                        "cluster: gossip: {o}; this node stands down from the election, so a \
+                         node whose executor keeps up leads"
+                    ),
+                    None => tracing::info!(
+                        "cluster: gossip: this node's executors keep up again; standing for \
+                         election"
+                    ),
+                }
+            }
+            state.set_standing_down(standing_down);
             let round_start = Instant::now();
             // Start a poll for every peer whose last one finished; each carries its own
             // deadline, so waiting for them below is bounded.
@@ -473,8 +492,14 @@ impl GossipBackend {
                 jobs: &peer_jobs,
                 stats: &peer_stats,
             };
-            ctx.view
-                .send_replace(self.view_of(&rv, &local, &display, round_start, reboot_ran));
+            ctx.view.send_replace(self.view_of(
+                &rv,
+                &local,
+                &display,
+                round_start,
+                reboot_ran,
+                overdue.as_ref(),
+            ));
         }
 
         for slot in slots {
@@ -507,8 +532,19 @@ impl GossipBackend {
         display: &PeerDisplay<'_>,
         round_start: Instant,
         reboot_ran: std::collections::BTreeSet<String>,
+        overdue: Option<&crate::liveness::Overdue>,
     ) -> ClusterView {
         let s = &self.settings;
+        // Nodes that stand down are in no ring: a spread job or a PreferLeader firing placed on
+        // one would find nobody to run it. They still count toward the quorum (`rv.quorate`).
+        let acting = |names: &std::collections::BTreeSet<String>| -> Vec<String> {
+            names
+                .iter()
+                .filter(|n| !rv.standing_down.contains(*n))
+                .cloned()
+                .collect()
+        };
+        let me_standing = rv.standing_down.contains(&local.name);
         let spread = s.distribution == Distribution::Spread;
         // A wedged manager must not leave a leader acting on a view it stopped refreshing:
         // past two intervals plus one poll timeout, the gate treats this view as not quorate.
@@ -516,13 +552,15 @@ impl GossipBackend {
         let election = if s.elect_leader {
             Election::Managed(ManagedView {
                 conflict: rv.conflicts.any(),
-                quorate: rv.quorate && rv.self_candidate,
+                // Standing down is not losing quorum: the node knows who leads and defers to
+                // it (a retry there is settled elsewhere, not held for a quorum).
+                quorate: rv.quorate && (rv.self_candidate || me_standing),
                 converging: rv.converging,
                 spread,
                 leader: if spread { None } else { rv.leader.clone() },
-                agreeing: rv.agreeing.iter().cloned().collect(),
-                reachable_agreeing: rv.reachable_agreeing.iter().cloned().collect(),
-                vouched: rv.vouched_unconfirmed.iter().cloned().collect(),
+                agreeing: acting(&rv.agreeing),
+                reachable_agreeing: acting(&rv.reachable_agreeing),
+                vouched: acting(&rv.vouched_unconfirmed),
                 fence: None,
                 lease: None,
                 lead_until: Some(stale_at),
@@ -556,6 +594,10 @@ impl GossipBackend {
                     last_seen: seen.filter(|_| reachable).and_then(iso8601),
                     last_error: p.last_error.clone(),
                     mismatch_streak: p.mismatch_streak,
+                    standing_down: reachable
+                        && p.reported_name
+                            .as_ref()
+                            .is_some_and(|n| rv.standing_down.contains(n)),
                     jobs: jobs.clone().filter(|_| reachable),
                     node_stats: stats.clone().filter(|_| reachable),
                 }
@@ -580,6 +622,7 @@ impl GossipBackend {
             leader,
             converging: rv.converging,
             manager_error: None,
+            standing_down: overdue.filter(|_| me_standing).map(ToString::to_string),
             peers,
         };
         ClusterView {

@@ -246,6 +246,7 @@ mod tests {
             quorate_vouched: vec!["a".into(), "b".into()],
             candidates_truncated: 0,
             ran_reboot_jobs: vec![],
+            standing_down: false,
         }
     }
 

@@ -445,7 +445,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
             () = &mut stop => break,
             () = tokio::time::sleep_until(next) => {}
             // An executor fell behind: act now rather than at the next round.
-            () = changed(&mut overdue) => {}
+            () = crate::cluster::changed(&mut overdue) => {}
         }
         let behind = overdue.borrow_and_update().clone();
         match (&behind, standing_down) {
@@ -578,13 +578,6 @@ async fn release<S: LeaseStore>(store: &mut S, timing: super::LeaseTiming, backe
         Err(_) => tracing::warn!(
             "cluster: {backend} lease release timed out; the lease expires by itself"
         ),
-    }
-}
-
-/// Resolves when `rx` changes; never, once its sender is gone (nothing can change any more).
-async fn changed<T>(rx: &mut tokio::sync::watch::Receiver<T>) {
-    if rx.changed().await.is_err() {
-        std::future::pending::<()>().await;
     }
 }
 

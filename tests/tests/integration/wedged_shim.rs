@@ -14,11 +14,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use cronstable_tests::etcd::Etcd;
-use cronstable_tests::gossip::cluster;
+use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
 use cronstable_tests::lease::{
     Store, TickCluster, doubled_ticks, leaders, tick_cluster_on, ticks, wait_one_leader,
 };
-use cronstable_tests::{PATIENCE, http, lines, wait_for};
+use cronstable_tests::{PATIENCE, http, lines, start_shim, wait_for};
 
 const TTL: u64 = 3;
 /// SIGSTOP, SIGCONT.
@@ -123,6 +123,108 @@ fn wedged(dir: &std::path::Path, store: &Store) {
     }
     println!(
         "missed seconds per {} s freeze: {costs:?}",
+        FREEZE.as_secs()
+    );
+}
+
+/// Gossip (item 2, "within an interval"): three nodes, `interval: 1s`, each with a shim running
+/// the per-second Leader job. The leader's shim is frozen twice: the leader must stop being
+/// elected (its `/peer` advert says it stands down, so its peers pass it over), another node
+/// must lead and run the job, and the frozen node must not lead again until its shim asks. No
+/// instant may run twice, through the freeze or the return.
+#[test]
+fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 131));
+    let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    let webs: Vec<_> = nodes.iter().map(|c| c.web).collect();
+    let out = dir.path().join("out");
+    // One crontab for all three: gossip attests the job set, so the command may not name the
+    // node; the shim tells it through CRONSTABLE_NODE.
+    let tab = dir.path().join("tick.crontab");
+    std::fs::write(
+        &tab,
+        format!(
+            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n\
+             * * * * * * echo \"$CRONSTABLE_SCHEDULED_AT $CRONSTABLE_NODE\" >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let shims: Vec<_> = nodes
+        .iter()
+        .map(|node| start_shim(&tab, &node.api, &[]))
+        .collect();
+
+    let mut costs = Vec::new();
+    for round in 0..2 {
+        let (leader, _) = wait_one_leader(&webs, PATIENCE)
+            .unwrap_or_else(|| panic!("round {round}: no leader: {:?}", cluster(webs[0])));
+        let before = lines(&out).len();
+        wait_for("the Leader job to run", || {
+            (lines(&out).len() >= before + 2).then_some(())
+        });
+        let frozen_at = now_s();
+        shims[leader].signal(STOP);
+        let others: Vec<_> = (0..3).filter(|i| *i != leader).map(|i| webs[i]).collect();
+        wait_for(
+            "another node to lead instead of the wedged executor's node",
+            || (leaders(&others).len() == 1).then_some(()),
+        );
+        let view = cluster(webs[leader]).expect("the frozen shim's coordinator answers");
+        let why = view["standing_down"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            why.contains("\"tick\""),
+            "round {round}: /cluster says why it stands down: {view}"
+        );
+        let other = cluster(others[0]).expect("a peer answers");
+        assert!(
+            other["peers"]
+                .as_array()
+                .is_some_and(|rows| rows.iter().any(|r| r["standing_down"] == true)),
+            "round {round}: a peer shows the frozen node standing down: {other}"
+        );
+        std::thread::sleep(FREEZE.saturating_sub(Duration::from_secs(
+            u64::try_from(now_s() - frozen_at).unwrap_or(0),
+        )));
+        assert!(
+            !leaders(&webs).contains(&leader),
+            "round {round}: the node whose shim is frozen leads again"
+        );
+        shims[leader].signal(CONT);
+        let thawed_at = now_s();
+        wait_for("the thawed node to count as keeping up again", || {
+            let m = http(webs[leader], "GET", "/metrics").ok()?.body;
+            m.contains("cronstable_executor_overdue 0").then_some(())
+        });
+        // The return: the node is a candidate again once its shim asks; its peers pass the
+        // lead back (the rejoin rules of the gossip-convergence issue decide what that costs).
+        wait_one_leader(&webs, PATIENCE).expect("one leader after the thaw");
+        let after = lines(&out).len();
+        wait_for("runs to go on after the thaw", || {
+            (lines(&out).len() >= after + 3).then_some(())
+        });
+        wait_for("five seconds past the thaw", || {
+            (now_s() > thawed_at + 5).then_some(())
+        });
+        let cost = missed(&out, frozen_at, thawed_at);
+        let rejoin = missed(&out, thawed_at, thawed_at + 5);
+        println!(
+            "gossip freeze {round}: {cost} of {} seconds missed; {rejoin} of the 5 after the thaw",
+            thawed_at - frozen_at
+        );
+        costs.push(cost);
+        assert_eq!(
+            doubled_ticks(&out),
+            BTreeMap::new(),
+            "round {round}: a Leader instant ran on two nodes"
+        );
+    }
+    println!(
+        "gossip: missed seconds per {} s freeze: {costs:?}",
         FREEZE.as_secs()
     );
 }

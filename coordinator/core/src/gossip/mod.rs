@@ -57,6 +57,16 @@
 //!    The cost is two extra rounds before a node first leads after gaining quorum; losing
 //!    quorum still stands it down at once. The advert's `quorate_vouched` (rule 8) still lists
 //!    me as soon as I am quorate, so the others learn of me without that delay.
+//!
+//!    **Standing down** ([`GossipState::set_standing_down`]): a node whose executor let a
+//!    Leader firing pass unasked (wedged or gone) is no candidate. It drops itself from its
+//!    candidates and from its `quorate_vouched`, advertises `standing_down: true`, and its
+//!    peers drop it from theirs as soon as they read that report, whatever a witness still
+//!    vouches. It keeps its `quorate` flag and keeps counting toward every quorum: an
+//!    executor's trouble says nothing about reachability. Its self-candidacy count restarts,
+//!    so when it stops standing down it counts itself only three rounds later, by when its
+//!    peers have read that it is back and stopped leading: the hand-back leaves a gap, never
+//!    two leaders. The names are in [`RoundView::standing_down`].
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
 //!    *and* [`RoundView::self_candidate`] holds (rule 4's delay; `quorate` alone lets two
@@ -84,7 +94,8 @@
 //!    first. Once ended it stays ended for that state.
 //! 8. **Advert**: `members` has one entry per peer that sent a report this round (self-listings
 //!    excluded); `mutual_agreeing` the mutual peers; `quorate_vouched` the *directly* confirmed
-//!    candidates (me if quorate, agreed peers reporting quorate), never one-hop names, so
+//!    candidates (me if quorate, agreed peers reporting quorate; neither while standing down),
+//!    never one-hop names, so
 //!    vouching travels one hop only. It is sorted and capped at [`MAX_CANDIDATES`], dropping
 //!    the highest names; `candidates_truncated` is then the full directly-confirmed count.
 //! 9. No input panics; names over [`MAX_FIELD_BYTES`] in member or vouched lists are ignored.

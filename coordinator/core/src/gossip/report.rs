@@ -84,6 +84,11 @@ pub struct PeerReport {
     pub candidates_truncated: usize,
     /// `@reboot` jobs the reporter has run for its current job set.
     pub ran_reboot_jobs: Vec<String>,
+    /// The reporter's executor let a Leader firing pass unasked (wedged or gone): it still
+    /// counts toward quorum, but it is nobody's candidate until it clears the flag (rule 4).
+    /// Absent from the JSON when false, so older peers read it as false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standing_down: bool,
 }
 
 /// This node's own identity and cluster settings, as the gossip round and its

@@ -65,6 +65,8 @@ pub struct GossipState {
     one_hop_streaks: BTreeMap<String, u32>,
     prev_conflicts: Conflicts,
     prev_truncated: usize,
+    /// This node's executor is overdue: it is no candidate (rule 4).
+    standing_down: bool,
 }
 
 fn fits(s: &str) -> bool {
@@ -90,7 +92,16 @@ impl GossipState {
             one_hop_streaks: BTreeMap::new(),
             prev_conflicts: Conflicts::default(),
             prev_truncated: 0,
+            standing_down: false,
         }
+    }
+
+    /// Whether this node stands down from the next round on: an executor here let a Leader
+    /// firing pass unasked, so another node must lead (rule 4). Standing down restarts the
+    /// self-candidacy count, so a node that returns waits [`SELF_CANDIDATE_ROUNDS`] rounds,
+    /// as after a boot, while its peers learn it is back and stop leading.
+    pub fn set_standing_down(&mut self, standing_down: bool) {
+        self.standing_down = standing_down;
     }
 
     /// One poll round: `polls[i]` is the outcome for configured peer `i` (same order every
@@ -155,20 +166,30 @@ impl GossipState {
         }
         let quorate = is_quorum(1 + mutual.len(), effective_size);
 
-        // Rule 4: candidates. `direct` is what this node may vouch for (rule 8).
+        // Rule 4: candidates. `direct` is what this node may vouch for (rule 8). A node that
+        // stands down is nobody's candidate, and a direct report saying so overrides a
+        // witness's older vouching below.
+        let mut standing: BTreeSet<String> = agreed_reports
+            .iter()
+            .filter(|r| r.standing_down)
+            .map(|r| r.node_name.clone())
+            .collect();
+        if self.standing_down {
+            standing.insert(local.name.clone());
+        }
         let mut direct = BTreeSet::new();
-        if quorate {
+        if quorate && !self.standing_down {
             direct.insert(local.name.clone());
         }
         for r in &agreed_reports {
-            if r.quorate {
+            if r.quorate && !r.standing_down {
                 direct.insert(r.node_name.clone());
             }
         }
         // My quorate flag reaches my peers one round late and their neighbours (through
         // vouching) two rounds late, so I count myself only once every node that can learn of
         // me has had the chance to (rule 4).
-        self.quorate_streak = if quorate {
+        self.quorate_streak = if quorate && !self.standing_down {
             self.quorate_streak.saturating_add(1)
         } else {
             0
@@ -180,7 +201,11 @@ impl GossipState {
         let mut vouched_unconfirmed = BTreeSet::new();
         for r in &agreed_reports {
             for name in &r.quorate_vouched {
-                if name == &local.name || !fits(name) || direct.contains(name) {
+                if name == &local.name
+                    || !fits(name)
+                    || direct.contains(name)
+                    || standing.contains(name)
+                {
                     continue;
                 }
                 candidates.insert(name.clone());
@@ -255,6 +280,7 @@ impl GossipState {
             cluster_size: effective_size,
             distribution: local.distribution,
             elect_leader: local.elect_leader,
+            standing_down: self.standing_down,
         };
 
         let peers = self
@@ -283,6 +309,7 @@ impl GossipState {
             candidates,
             vouched_unconfirmed,
             leader,
+            standing_down: standing,
             conflicts,
             converging: self.converging,
             advert,

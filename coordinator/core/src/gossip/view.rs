@@ -159,6 +159,8 @@ pub struct Advert {
     pub distribution: Distribution,
     /// This node's `cluster.electLeader`.
     pub elect_leader: bool,
+    /// This node stands down: its executor is overdue (rule 4).
+    pub standing_down: bool,
 }
 
 impl Advert {
@@ -206,6 +208,10 @@ pub struct RoundView {
     /// The PreferLeader ring (GSP-43): this node plus the peers that answered this round with my
     /// job set, i.e. the same set as `agreeing` (an agreed peer is reachable by definition).
     pub reachable_agreeing: BTreeSet<String>,
+    /// Nodes that stand down (their executor is overdue): this node when it does, and agreed
+    /// peers whose report says so. They count toward quorum and stay in `agreeing`, but are
+    /// no candidates; the coordinator also leaves them out of its spread and PreferLeader rings.
+    pub standing_down: BTreeSet<String>,
     /// The conflicts visible this round.
     pub conflicts: Conflicts,
     /// The convergence hold is on (GSP-100).
@@ -233,6 +239,7 @@ impl RoundView {
             quorate_vouched: a.quorate_vouched.clone(),
             candidates_truncated: a.candidates_truncated,
             ran_reboot_jobs,
+            standing_down: a.standing_down,
         }
     }
 }
@@ -253,5 +260,6 @@ pub fn fresh_report(local: &LocalNode) -> PeerReport {
         quorate_vouched: Vec::new(),
         candidates_truncated: 0,
         ran_reboot_jobs: Vec::new(),
+        standing_down: false,
     }
 }
