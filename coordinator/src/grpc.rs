@@ -201,7 +201,7 @@ impl Executor for ExecutorService {
             other => Status::invalid_argument(other.to_string()),
         })?;
         // Its pace is judged from now: firings due before it registered were not its to ask.
-        self.state.pace.heard(&req.executor_id, now_ms());
+        self.state.pace.registered(&req.executor_id, now_ms());
         if let Some(t) = takeover {
             tracing::warn!(
                 executor = req.executor_id,
@@ -352,7 +352,9 @@ impl Executor for ExecutorService {
         // A skip the executor decided itself (its previous run still going, too late) is a
         // firing it kept up with, as much as a question is.
         if let Some(job) = self.state.registry.current().get(&req.job) {
-            self.state.pace.heard(&job.executor_id, req.scheduled_at_ms);
+            self.state
+                .pace
+                .heard(&job.executor_id, req.scheduled_at_ms, now_ms());
         }
         self.state.record(Record {
             job: req.job,

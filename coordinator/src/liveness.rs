@@ -49,9 +49,15 @@ pub struct Pace {
     asked_through: Mutex<HashMap<String, i64>>,
 }
 
+/// How far past `now` a question's instant may move an executor's pace. A shim asks 20 ms
+/// ahead; an instant further out (a client's wrong clock, a hostile caller) counts as asked at
+/// `now` plus this, so it cannot excuse the executor from every firing until then.
+pub const ASK_AHEAD_LIMIT_MS: i64 = 1_000;
+
 impl Pace {
-    /// Records that `executor` asked about (or reported) the firing due at `at_ms`.
-    pub fn heard(&self, executor: &str, at_ms: i64) {
+    /// Records that `executor` asked about (or reported) the firing due at `at_ms`, at `now_ms`.
+    pub fn heard(&self, executor: &str, at_ms: i64, now_ms: i64) {
+        let at_ms = at_ms.min(now_ms.saturating_add(ASK_AHEAD_LIMIT_MS));
         let mut map = self
             .asked_through
             .lock()
@@ -62,6 +68,15 @@ impl Pace {
                 map.insert(executor.to_owned(), at_ms);
             }
         }
+    }
+
+    /// Records that `executor` registered at `now_ms`: a new session, judged from now on
+    /// whatever the one before it asked about.
+    pub fn registered(&self, executor: &str, now_ms: i64) {
+        self.asked_through
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(executor.to_owned(), now_ms);
     }
 
     /// The latest instant `executor` asked about, if it ever did.
@@ -122,7 +137,7 @@ impl Monitor {
 
     /// The earliest overdue firing among the Leader jobs of the executors `judged` accepts, at
     /// `now_ms`; `None` when every one keeps up. An executor never heard from is not judged
-    /// (it registered, so [`Pace::heard`] was called at its registration).
+    /// (it registered, so [`Pace::registered`] was called).
     pub fn check(
         &mut self,
         set: &JobSet,
@@ -277,10 +292,10 @@ mod tests {
             spec("tick", "* * * * * *", ClusterPolicy::Leader),
         )]);
         let (mut m, pace) = (Monitor::new(), Pace::default());
-        pace.heard("shim", T0);
+        pace.heard("shim", T0, T0);
         for k in 1..100 {
             // Asked 20 ms ahead of each instant, checked just before the next question.
-            pace.heard("shim", T0 + k * 1000);
+            pace.heard("shim", T0 + k * 1000, T0 + k * 1000);
             assert_eq!(check(&mut m, &s, &pace, T0 + k * 1000 + 970), None);
         }
     }
@@ -292,7 +307,7 @@ mod tests {
             spec("tick", "* * * * * *", ClusterPolicy::Leader),
         )]);
         let (mut m, pace) = (Monitor::new(), Pace::default());
-        pace.heard("shim", T0);
+        pace.heard("shim", T0, T0);
         let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap();
         // T0 + 1 s was never asked about.
         assert_eq!(check(&mut m, &s, &pace, T0 + 1000 + grace - 1), None);
@@ -305,7 +320,7 @@ mod tests {
             "{msg}"
         );
         // It asks again (a thawed process catching up): keeping up from then on.
-        pace.heard("shim", T0 + 5000);
+        pace.heard("shim", T0 + 5000, T0 + 5000);
         assert_eq!(check(&mut m, &s, &pace, T0 + 5500), None);
     }
 
@@ -328,7 +343,7 @@ mod tests {
         ]);
         let (mut m, pace) = (Monitor::new(), Pace::default());
         for e in ["shim", "config:/etc/jobs", "quiet"] {
-            pace.heard(e, T0);
+            pace.heard(e, T0, T0);
         }
         let late = T0 + 60_000;
         // "quiet" is not judged (no Watch stream); the rest have no Leader job to judge.
@@ -355,10 +370,30 @@ mod tests {
         let (mut m, pace) = (Monitor::new(), Pace::default());
         assert_eq!(check(&mut m, &s, &pace, T0 + 7_200_000), None);
         // Registered a second after the hour: next due an hour later.
-        pace.heard("shim", T0 + 1000);
+        pace.heard("shim", T0 + 1000, T0 + 1000);
         assert_eq!(check(&mut m, &s, &pace, T0 + 3_600_000 + 1999), None);
         let o = check(&mut m, &s, &pace, T0 + 3_600_000 + 2000).expect("overdue");
         assert_eq!(o.due_ms, T0 + 3_600_000);
+    }
+
+    /// A question about a far-future instant (a client's bad clock, a hostile caller) must not
+    /// excuse the executor from every firing until then.
+    #[test]
+    fn a_question_about_a_far_future_instant_does_not_pin_the_pace() {
+        let s = set(vec![(
+            "shim",
+            spec("tick", "* * * * * *", ClusterPolicy::Leader),
+        )]);
+        let (mut m, pace) = (Monitor::new(), Pace::default());
+        pace.heard("shim", T0, T0);
+        pace.heard("shim", T0 + 10 * 365 * 86_400_000, T0 + 500);
+        let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap();
+        let o = check(&mut m, &s, &pace, T0 + 3000 + grace).expect("overdue");
+        assert!(o.due_ms <= T0 + 3000, "due {}", o.due_ms - T0);
+        // A registration starts a new session: judged from its instant, not from the last.
+        pace.heard("shim", T0 + 9000, T0 + 8990);
+        pace.registered("shim", T0 + 5000);
+        assert_eq!(pace.asked_through("shim"), Some(T0 + 5000));
     }
 
     #[test]
@@ -368,8 +403,8 @@ mod tests {
             ("b", spec("secondly", "* * * * * *", ClusterPolicy::Leader)),
         ]);
         let (mut m, pace) = (Monitor::new(), Pace::default());
-        pace.heard("a", T0 + 30_000);
-        pace.heard("b", T0 + 30_000);
+        pace.heard("a", T0 + 30_000, T0 + 30_000);
+        pace.heard("b", T0 + 30_000, T0 + 30_000);
         let o = check(&mut m, &s, &pace, T0 + 90_000).expect("overdue");
         assert_eq!((o.executor.as_str(), o.due_ms), ("b", T0 + 31_000));
     }

@@ -305,7 +305,7 @@ impl CoordinatorState {
         let set = self.registry.current();
         let registered = set.get(job)?;
         self.pace
-            .heard(&registered.executor_id, firing.scheduled_at_ms);
+            .heard(&registered.executor_id, firing.scheduled_at_ms, now.unix_ms);
         let policy = registered.spec.cluster_policy;
         let mut decided = self.decide_at(&set, job, policy, kind, firing.scheduled_at_ms, now.at);
         let mut message = decided.decision.reason.describe().to_owned();

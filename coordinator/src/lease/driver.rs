@@ -131,6 +131,12 @@ struct Renewals {
     alive_after_ms: Option<i64>,
     /// Whether the latest read saw `mark` still, the silence bound after `changed_at`.
     silent: bool,
+    /// The start (Unix ms) of the latest read that saw `mark`.
+    seen_ms: i64,
+    /// The latest round read no mark (this node stood down, or the record carried none): no
+    /// evidence either way, so the gate shows none. Kept rather than forgotten, so the next
+    /// read of the same mark is not taken for a renewal nor restarts the silence clock.
+    unread: bool,
 }
 
 impl State {
@@ -158,12 +164,21 @@ impl State {
     /// wrote the record after the previous read.
     fn track_renewals(&mut self, obs: &LeaseObservation, start: Instant, start_ms: i64) {
         let previous_read = self.last_read_ms.replace(start_ms);
-        let (Some(holder), false, Some(mark)) = (&obs.holder, obs.held_by_me, obs.renewal) else {
+        let (Some(holder), false) = (&obs.holder, obs.held_by_me) else {
             self.renewals = None;
+            return;
+        };
+        let Some(mark) = obs.renewal else {
+            match &mut self.renewals {
+                Some(r) if r.holder == *holder => r.unread = true,
+                _ => self.renewals = None,
+            }
             return;
         };
         match &mut self.renewals {
             Some(r) if r.holder == *holder && r.mark == mark => {
+                r.unread = false;
+                r.seen_ms = start_ms;
                 let silent = start.saturating_duration_since(r.changed_at) >= self.silence;
                 if silent && !r.silent {
                     tracing::warn!(
@@ -176,15 +191,19 @@ impl State {
                 }
                 r.silent = silent;
             }
-            Some(r) if r.holder == *holder && r.silent => {
-                tracing::info!(
-                    "cluster: {} lease holder {holder} renews again: PreferLeader jobs are its \
-                     again",
-                    self.backend
-                );
-                self.track_renewals_from(holder, mark, start, previous_read);
+            Some(r) if r.holder == *holder => {
+                if r.silent {
+                    tracing::info!(
+                        "cluster: {} lease holder {holder} renews again: PreferLeader jobs are \
+                         its again",
+                        self.backend
+                    );
+                }
+                // It renewed after the last read that saw the old mark, whatever came between.
+                let after = Some(r.seen_ms);
+                self.track_renewals_from(holder, mark, start, start_ms, after);
             }
-            _ => self.track_renewals_from(holder, mark, start, previous_read),
+            _ => self.track_renewals_from(holder, mark, start, start_ms, previous_read),
         }
     }
 
@@ -193,20 +212,23 @@ impl State {
         holder: &str,
         mark: i64,
         start: Instant,
-        previous_read: Option<i64>,
+        start_ms: i64,
+        alive_after_ms: Option<i64>,
     ) {
         self.renewals = Some(Renewals {
             holder: holder.to_owned(),
             mark,
             changed_at: start,
-            alive_after_ms: previous_read,
+            alive_after_ms,
             silent: false,
+            seen_ms: start_ms,
+            unread: false,
         });
     }
 
     /// The renewals part of the gate, for the holder the gate names.
     fn gate_renewals(&self) -> Option<crate::cluster::HolderRenewals> {
-        let r = self.renewals.as_ref()?;
+        let r = self.renewals.as_ref().filter(|r| !r.unread)?;
         (!self.held && self.holder.as_deref() == Some(r.holder.as_str())).then_some(
             crate::cluster::HolderRenewals {
                 silent: r.silent,
@@ -254,7 +276,9 @@ impl State {
                 // The lease was not read: no evidence of renewals either way. A PreferLeader
                 // firing defers to the last holder seen, as before, rather than wait for a
                 // confirmation no round will bring while this node stands down.
-                self.renewals = None;
+                if let Some(r) = &mut self.renewals {
+                    r.unread = true;
+                }
             }
             RoundResult::Failed(why) => {
                 // No contact: quorum and leadership lapse at the deadlines already set.
@@ -706,4 +730,72 @@ pub fn spawn_with_overdue(
     };
     let task = crate::spawn(drive(store, None, node_name.to_owned(), ctx));
     (rx, stop_tx, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const TIMING: super::super::LeaseTiming = super::super::LeaseTiming {
+        round_every: Duration::from_secs(1),
+        round_timeout: Duration::from_secs(1),
+        duration: Duration::from_secs(3),
+    };
+
+    /// A follower's read of `holder`'s record carrying renewal mark `mark`.
+    fn read(holder: &str, mark: Option<i64>) -> RoundResult {
+        RoundResult::Observed(LeaseObservation {
+            held_by_me: false,
+            holder: Some(holder.to_owned()),
+            fence: None,
+            expiry_ms: None,
+            renewal: mark,
+            block: serde_json::Map::new(),
+            valid_for: None,
+        })
+    }
+
+    /// A round that read nothing (this node stood down) or a read without a renewal mark says
+    /// nothing about the holder: the next read of the same mark is no renewal, so it neither
+    /// confirms the holder alive after a firing nor restarts the silence clock.
+    #[tokio::test(start_paused = true)]
+    async fn a_round_without_evidence_credits_the_holder_with_no_renewal() {
+        for gap in [
+            RoundResult::StandDown("standing down: skew".into()),
+            read("a", None),
+        ] {
+            let mut s = State::new("b".into(), "filesystem", TIMING);
+            let t0 = Instant::now();
+            s.apply(t0, 0, TIMING.duration, read("a", Some(7)));
+            s.apply(
+                t0 + FOLLOWER_ROUND,
+                500,
+                TIMING.duration,
+                read("a", Some(8)),
+            );
+            let renewed = s.gate_renewals().expect("a's renewals are tracked");
+            assert_eq!(renewed.alive_after_ms, Some(0));
+            s.apply(t0 + 2 * FOLLOWER_ROUND, 1_000, TIMING.duration, gap);
+            // a renews no more: the same mark, read after the gap.
+            s.apply(
+                t0 + 3 * FOLLOWER_ROUND,
+                1_500,
+                TIMING.duration,
+                read("a", Some(8)),
+            );
+            let after = s.gate_renewals().expect("a's renewals are tracked again");
+            assert_eq!(
+                after.alive_after_ms,
+                Some(0),
+                "the holder was credited with a renewal it never made"
+            );
+            let silent_at = t0 + FOLLOWER_ROUND + s.silence;
+            s.apply(silent_at, 4_000, TIMING.duration, read("a", Some(8)));
+            assert!(
+                s.gate_renewals().is_some_and(|r| r.silent),
+                "the silence clock restarted at the gap"
+            );
+        }
+    }
 }
