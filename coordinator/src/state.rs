@@ -159,6 +159,8 @@ pub struct CoordinatorState {
     overdue: Arc<watch::Sender<Option<crate::liveness::Overdue>>>,
     /// Deferred `@reboot` one-shots executors wait on, for the `RunDeferred` push.
     pub deferred: crate::reboot::deferred::DeferredOneShots,
+    /// Which deferral answers are repeats, so a waiting firing is recorded once.
+    repeats: Arc<crate::observe::repeats::Repeats>,
     /// The handles a config reload replaces. Read-only here: the one writer is the reload
     /// task that [`Self::reloadable`] hands the sender to.
     live: watch::Receiver<Arc<LiveHandles>>,
@@ -181,6 +183,7 @@ impl CoordinatorState {
             pace: Arc::default(),
             overdue: Arc::new(watch::channel(None).0),
             deferred: crate::reboot::deferred::DeferredOneShots::new(),
+            repeats: Arc::default(),
             live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
@@ -379,21 +382,35 @@ impl CoordinatorState {
             node: decided.node,
             message,
         };
-        self.record(Record::decided(
-            firing,
-            answer.decision,
-            &answer.node,
-            now.unix_ms,
-        ));
-        tracing::info!(
-            job,
-            scheduled_at_ms = firing.scheduled_at_ms,
-            ?kind,
-            attempt = kind.attempt(),
-            verdict = decision.verdict.as_str(),
-            reason = decision.reason.code(),
-            "firing decided"
-        );
+        // A waiting firing is asked again about once a second: one record for the wait.
+        if self
+            .repeats
+            .is_news(job, firing.scheduled_at_ms, kind, decision)
+        {
+            self.record(Record::decided(
+                firing,
+                answer.decision,
+                &answer.node,
+                now.unix_ms,
+            ));
+            tracing::info!(
+                job,
+                scheduled_at_ms = firing.scheduled_at_ms,
+                ?kind,
+                attempt = kind.attempt(),
+                verdict = decision.verdict.as_str(),
+                reason = decision.reason.code(),
+                "firing decided"
+            );
+        } else {
+            tracing::debug!(
+                job,
+                scheduled_at_ms = firing.scheduled_at_ms,
+                ?kind,
+                reason = decision.reason.code(),
+                "firing still deferred"
+            );
+        }
         Some(answer)
     }
 
@@ -587,4 +604,52 @@ fn failure_payload(record: &Record) -> Option<serde_json::Value> {
         "output_tail": end.output_tail,
         "message": format!("job {} on {} {how}", record.job, record.node),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cronstable_core::{Firing, JobSpec};
+
+    /// A firing asked again while it waits is one event: the first DEFER is recorded (ledger,
+    /// INFO line, metrics), its identical repeats are not, and the answer that settles it is.
+    #[tokio::test]
+    async fn repeated_identical_deferrals_of_one_firing_are_recorded_once() {
+        let (tx, rx) = watch::channel(ClusterView::starting(
+            "a",
+            crate::status::ClusterStatus::Disabled,
+        ));
+        let state = CoordinatorState::new(rx);
+        let mut spec = JobSpec::new("boot", "@reboot", "./boot");
+        spec.cluster_policy = ClusterPolicy::Leader;
+        state.registry.register("shim-1", vec![spec]).unwrap();
+        let firing = Firing {
+            job: "boot".into(),
+            scheduled_at_ms: 1,
+            kind: FiringKind::Reboot,
+        };
+        for at in 1..=3 {
+            let a = state
+                .should_run(&firing, Now::with_unix_ms(at))
+                .await
+                .unwrap();
+            assert_eq!(a.decision.verdict, cronstable_core::Verdict::Defer);
+        }
+        assert_eq!(
+            state.ledger.records("boot").len(),
+            1,
+            "one wait, one record"
+        );
+        tx.send_replace(ClusterView::election_off("a"));
+        let a = state
+            .should_run(&firing, Now::with_unix_ms(4))
+            .await
+            .unwrap();
+        assert_eq!(a.decision.verdict, cronstable_core::Verdict::Run);
+        assert_eq!(
+            state.ledger.records("boot").len(),
+            2,
+            "the settling answer is recorded"
+        );
+    }
 }

@@ -8,4 +8,5 @@ pub mod events;
 pub mod metrics;
 pub mod next_fire;
 pub mod notify;
+pub mod repeats;
 pub mod summary;
