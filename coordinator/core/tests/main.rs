@@ -17,6 +17,7 @@ mod fingerprint;
 mod gossip_props;
 mod gossip_sim;
 mod gossip_table;
+mod gossip_timed;
 mod jobfile_parse;
 mod purity;
 mod quorum;
