@@ -35,6 +35,7 @@ pub(crate) fn report(name: &str) -> PeerReport {
         candidates_truncated: 0,
         ran_reboot_jobs: vec![],
         standing_down: false,
+        leading: Some(vec![]),
     }
 }
 

@@ -52,6 +52,7 @@ fn report() -> impl Strategy<Value = PeerReport> {
         ),
         prop::collection::vec(member(), 0..6),
         prop::collection::vec(name(), 0..6),
+        prop::collection::vec(name(), 0..3),
     )
         .prop_map(
             |(
@@ -59,6 +60,7 @@ fn report() -> impl Strategy<Value = PeerReport> {
                 (spread, elect, quorate, standing_down),
                 members,
                 vouched,
+                vouched_leading,
             )| {
                 PeerReport {
                     node_name,
@@ -82,6 +84,7 @@ fn report() -> impl Strategy<Value = PeerReport> {
                     candidates_truncated: 0,
                     ran_reboot_jobs: Vec::new(),
                     standing_down,
+                    leading: if spread { None } else { Some(vouched_leading) },
                 }
             },
         )
@@ -132,7 +135,12 @@ proptest! {
             prop_assert!(!v.self_candidate || v.quorate);
             if let Some(l) = &v.leader {
                 prop_assert!(v.quorate);
-                prop_assert_eq!(Some(l), v.candidates.first());
+                prop_assert!(v.candidates.contains(l));
+                // Rule 4a: the lowest incumbent, or with none the lowest candidate.
+                prop_assert!(v.incumbents.is_subset(&v.candidates));
+                let expected = v.incumbents.first().or(v.candidates.first());
+                let legacy = expected != Some(l) && v.candidates.first() == Some(l);
+                prop_assert!(expected == Some(l) || legacy, "leader {:?} incumbents {:?}", l, v.incumbents);
             }
             if !v.quorate {
                 prop_assert!(!v.candidates.contains("me"));

@@ -576,3 +576,83 @@ fn a_peer_reporting_standing_down_is_passed_over_whatever_a_witness_vouches() {
     let v = st.round(&me, &[unreachable(), rep(b.clone())], 5);
     assert!(v.candidates.contains("a"));
 }
+
+/// A report from `name` that attests `me` and lists `leading` as the nodes it saw lead.
+fn leading_report(name: &str, me: &LocalNode, leading: &[&str]) -> PeerReport {
+    let mut r = report(name, me, 3, true);
+    r.leading = Some(leading.iter().map(|s| (*s).to_owned()).collect());
+    r
+}
+
+/// Rule 4a: a node that returns to a cluster with a leader follows it, although its name is
+/// lower, whether it sees the claim directly or through a witness; a peer that predates the
+/// field (no `leading` at all) brings back the plain lowest-name rule.
+#[test]
+fn a_returning_lower_node_follows_the_leader_it_finds() {
+    let me = local("a", 3);
+    let mut st = GossipState::new(2, 0);
+    for round in 0..5u64 {
+        let polls = [
+            rep(leading_report("b", &me, &["b"])),
+            rep(leading_report("c", &me, &["b"])),
+        ];
+        let v = st.round(&me, &polls, round);
+        assert_eq!(v.leader.as_deref(), Some("b"), "round {round}");
+        assert!(!v.advert.leading.contains(&"a".to_string()));
+    }
+    // b unreachable this round: c's witness still shows b leading, and b is vouched.
+    let mut c = leading_report("c", &me, &["b"]);
+    c.quorate_vouched = vec!["b".into(), "c".into()];
+    let v = st.round(&me, &[unreachable(), rep(c)], 5);
+    assert_eq!(v.leader.as_deref(), Some("b"));
+
+    let mut legacy = GossipState::new(2, 0);
+    for round in 0..4u64 {
+        let mut old = report("b", &me, 3, true);
+        old.leading = None;
+        let v = legacy.round(&me, &[rep(old), rep(leading_report("c", &me, &[]))], round);
+        if round == 3 {
+            assert_eq!(
+                v.leader.as_deref(),
+                Some("a"),
+                "the plain rule with an old peer"
+            );
+        }
+    }
+}
+
+/// Rule 4a from the leader's side: a lower candidate that appears once this node has led for
+/// two rounds joined a cluster that had a leader, and does not take the lead; one that appears
+/// within two rounds of the first lead may not have seen the claim in time, so the plain rule
+/// applies and the lower name wins.
+#[test]
+fn a_leader_keeps_the_lead_unless_a_lower_node_appeared_before_its_claim_was_known() {
+    for (joins_at, keeps) in [(2u64, true), (1, false)] {
+        let me = local("b", 3);
+        let mut st = GossipState::new(2, 0);
+        let silent_a = || {
+            let mut r = report("a", &me, 3, false);
+            r.leading = Some(Vec::new());
+            r
+        };
+        let mut led_at = None;
+        for round in 0..20u64 {
+            let a_quorate = led_at.is_some_and(|l| round >= l + joins_at);
+            let mut a = silent_a();
+            a.quorate = a_quorate;
+            let v = st.round(&me, &[rep(a), rep(leading_report("c", &me, &[]))], round);
+            if led_at.is_none() && v.leader.as_deref() == Some("b") {
+                led_at = Some(round);
+            }
+            if a_quorate && round >= led_at.unwrap() + joins_at + 2 {
+                let expected = if keeps { "b" } else { "a" };
+                assert_eq!(
+                    v.leader.as_deref(),
+                    Some(expected),
+                    "a joins {joins_at} rounds after b's first lead, round {round}"
+                );
+            }
+        }
+        assert!(led_at.is_some(), "b led");
+    }
+}

@@ -412,11 +412,11 @@ fn intervals(ms: u64) -> String {
 
 /// Today's liveness, asserted so it cannot get worse unnoticed (in ms of simulated time, or
 /// firings). The targets: cold start ≤ 2 intervals, failover median ≤ 1 interval and
-/// at most one firing missed, 0 firings missed at a rejoin.
+/// at most one firing missed (neither met yet), 0 firings missed at a rejoin (met since
+/// leadership is sticky, rule 4a; it was a median of 2 and a maximum of 3 before).
 const COLD_START_MAX_MS: u64 = 3 * I + I / 2;
 const FAILOVER_MAX_MS: u64 = 2 * I + 100;
 const FAILOVER_MISSED_MAX: u64 = 2;
-const REJOIN_MISSED_MAX: u64 = 3;
 
 #[test]
 fn gossip_timed_boot_kill_rejoin_and_a_link_cut_are_safe_and_within_todays_bounds() {
@@ -448,7 +448,7 @@ fn gossip_timed_boot_kill_rejoin_and_a_link_cut_are_safe_and_within_todays_bound
             replay_hint(seed)
         );
         assert!(
-            m.rejoin_missed <= REJOIN_MISSED_MAX,
+            m.rejoin_missed == 0,
             "seed {seed}: a rejoin lost {} firings\n{}",
             m.rejoin_missed,
             replay_hint(seed)

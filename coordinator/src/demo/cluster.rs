@@ -221,7 +221,7 @@ pub async fn run(
          EveryNode everywhere. Type a command and Enter to try a failure:\n  \
          stop cronstable-a     the leader goes away; another node takes over within ~2 rounds\n  \
          stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
-         start cronstable-a    it rejoins and leads again\n  \
+         start cronstable-a    it rejoins and follows b\n  \
          drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
          undrift cronstable-c  back in agreement\n\
          Ctrl-C stops the demo.\n"

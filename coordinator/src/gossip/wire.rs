@@ -218,6 +218,9 @@ pub fn check(r: &PeerReport) -> Result<(), WireError> {
     list("mutual_agreeing", &r.mutual_agreeing, MAX_LIST)?;
     list("quorate_vouched", &r.quorate_vouched, MAX_CANDIDATES)?;
     list("ran_reboot_jobs", &r.ran_reboot_jobs, MAX_LIST)?;
+    if let Some(leading) = &r.leading {
+        list("leading", leading, MAX_CANDIDATES)?;
+    }
     Ok(())
 }
 
@@ -247,6 +250,7 @@ mod tests {
             candidates_truncated: 0,
             ran_reboot_jobs: vec![],
             standing_down: false,
+            leading: Some(vec![]),
         }
     }
 

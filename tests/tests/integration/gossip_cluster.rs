@@ -175,10 +175,24 @@ fn gsp_122_killing_the_leader_moves_leadership_and_a_restart_rejoins() {
     }
     nodes[1].proc.wait_log("this node is now the leader");
 
-    // A restarted n1 is a new incarnation; the cluster re-converges on it.
+    // A restarted n1 is a new incarnation; it rejoins as a follower: n2 keeps the lead it
+    // holds (rule 4a), so the rejoin costs no Leader firing and never makes two leaders.
     nodes[0] = files.start(0);
-    for node in &nodes {
-        wait_cluster("n1 leads again", node, |v| leader_is(v, "n1"));
+    wait_cluster("n1 back and quorate under n2", &nodes[0], |v| {
+        leader_is(v, "n2")
+            && v["peers"]
+                .as_array()
+                .is_some_and(|p| p.iter().all(|r| r["status"] == "agreed"))
+    });
+    for _ in 0..5 {
+        for node in &nodes {
+            let v = cluster(node.web).expect("answers");
+            assert!(
+                leader_is(&v, "n2"),
+                "n2 keeps the lead after n1 returns: {v}"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
 

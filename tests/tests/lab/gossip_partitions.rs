@@ -97,23 +97,24 @@ fn gsp_120_majority_minority_isolated_leader_and_bridge_all_heal_without_restart
         ],
     );
     lab.heal();
-    settle(&c, "n1 leads again after the heal", &all("n1"));
+    // Leadership is sticky (rule 4a): n1 and n2 come back as followers of n3.
+    settle(&c, "n3 keeps the lead after the heal", &all("n3"));
 
-    // The leader alone is cut off: it stands down, n2 takes over.
-    lab.isolate(0);
+    // The leader alone is cut off: it stands down, the lowest of the rest (n1) takes over.
+    lab.isolate(2);
     settle(
         &c,
-        "isolated n1 stands down, n2 leads",
+        "isolated n3 stands down, n1 leads",
         &[
-            (0, None),
-            (1, Some("n2")),
-            (2, Some("n2")),
-            (3, Some("n2")),
-            (4, Some("n2")),
+            (0, Some("n1")),
+            (1, Some("n1")),
+            (2, None),
+            (3, Some("n1")),
+            (4, Some("n1")),
         ],
     );
     lab.heal();
-    settle(&c, "n1 leads again", &all("n1"));
+    settle(&c, "n1 keeps the lead, n3 follows", &all("n1"));
 
     // A bridge: n3 sees everyone; {n1 n2} and {n4 n5} do not see each other. Each side is a
     // majority with n3, so both are quorate; one-hop discovery through n3 lets {n4 n5} see that

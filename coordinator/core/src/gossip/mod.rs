@@ -67,6 +67,30 @@
 //!    so when it stops standing down it counts itself only three rounds later, by when its
 //!    peers have read that it is back and stopped leading: the hand-back leaves a gap, never
 //!    two leaders. The names are in [`RoundView::standing_down`].
+//!
+//!    **4a. Sticky leadership** (the gossip-convergence issue). Each report lists in `leading`
+//!    the nodes its reporter saw lead: itself when it leads, and agreed peers whose own report
+//!    listed themselves (one hop, as `quorate_vouched`). A candidate listed there is a
+//!    *claimant* ([`RoundView::incumbents`]). A node that does not lead elects the lowest
+//!    claimant, and only with none the lowest candidate (GSP-40's rule). A node that leads
+//!    keeps the lead against a lower candidate unless that candidate also claims (then the
+//!    lowest claimant wins) or this node first saw it as a candidate within two rounds of its
+//!    own first lead. So a node that returns to a cluster with a leader follows it, and a
+//!    rejoin costs no Leader firing (before, the peers deferred to the returning lower name as
+//!    soon as it reported quorate, while it waited out rule 4's three rounds).
+//!
+//!    Why two rounds: a claim reaches a node one hop away two rounds after it is made, and a
+//!    node's quorate flag reaches the claimant as fast. A lower candidate L counts itself three
+//!    rounds after it turns quorate (rule 4). If the claimant first saw L two or more rounds
+//!    after its first lead, its claim is older than L's quorum, so L sees the claim before it
+//!    would lead, and defers. If it saw L sooner, L may lead before the claim reaches it; the
+//!    claimant then yields to L, as rule 4 always had it, and does so no later than L counts
+//!    itself (rule 4's argument). The timed simulator (`tests/gossip_timed.rs`) checks this
+//!    with independent clocks; the lockstep one with nodes standing down and returning.
+//!
+//!    A peer whose report has no `leading` at all predates this rule: while one is agreed,
+//!    every node elects the plain lowest candidate, as that peer does, so a rolling upgrade
+//!    never has the two rules disagree about a leader.
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
 //!    *and* [`RoundView::self_candidate`] holds (rule 4's delay; `quorate` alone lets two
@@ -98,6 +122,8 @@
 //!    never one-hop names, so
 //!    vouching travels one hop only. It is sorted and capped at [`MAX_CANDIDATES`], dropping
 //!    the highest names; `candidates_truncated` is then the full directly-confirmed count.
+//!    `leading` (rule 4a) lists me when I lead and the agreed peers whose own report lists
+//!    themselves, capped the same way.
 //! 9. No input panics; names over [`MAX_FIELD_BYTES`] in member or vouched lists are ignored.
 //!
 //! [`DriftStreak`]: crate::drift::DriftStreak

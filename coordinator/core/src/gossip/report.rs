@@ -84,6 +84,12 @@ pub struct PeerReport {
     pub candidates_truncated: usize,
     /// `@reboot` jobs the reporter has run for its current job set.
     pub ran_reboot_jobs: Vec<String>,
+    /// Nodes the reporter saw lead (rule 4a): itself when it leads, and agreed peers whose own
+    /// latest report listed themselves here (one hop, capped at [`MAX_CANDIDATES`]). Always
+    /// sent, empty or not; `None` (the field absent) marks a peer from before leadership was
+    /// sticky, and then this node elects the plain lowest candidate, as that peer does.
+    #[serde(default)]
+    pub leading: Option<Vec<String>>,
     /// The reporter's executor let a Leader firing pass unasked (wedged or gone): it still
     /// counts toward quorum, but it is nobody's candidate until it clears the flag (rule 4).
     /// Absent from the JSON when false, so older peers read it as false.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use crate::drift::{DriftStreak, PeerStatus, RoundOutcome};
 use crate::quorum::{is_quorum, quorum_size};
 
-use super::report::{Distribution, LocalNode, MAX_FIELD_BYTES, MemberReport, PeerReport};
+use super::report::{
+    Distribution, LocalNode, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport,
+};
 use super::view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView};
 
 /// How many consecutive rounds a duplicate seen only one hop away must persist before it counts
@@ -67,6 +69,12 @@ pub struct GossipState {
     prev_truncated: usize,
     /// This node's executor is overdue: it is no candidate (rule 4).
     standing_down: bool,
+    /// This state's round count (rule 4a measures in rounds).
+    round_no: u64,
+    /// The round this node began to lead, while it leads (rule 4a).
+    lead_start: Option<u64>,
+    /// The round each current candidate was first seen as one, continuously (rule 4a).
+    first_seen: BTreeMap<String, u64>,
 }
 
 fn fits(s: &str) -> bool {
@@ -93,6 +101,9 @@ impl GossipState {
             prev_conflicts: Conflicts::default(),
             prev_truncated: 0,
             standing_down: false,
+            round_no: 0,
+            lead_start: None,
+            first_seen: BTreeMap::new(),
         }
     }
 
@@ -212,12 +223,66 @@ impl GossipState {
                 vouched_unconfirmed.insert(name.clone());
             }
         }
-        let leader =
-            if quorate && local.elect_leader && local.distribution == Distribution::SingleLeader {
-                candidates.first().cloned()
-            } else {
-                None
-            };
+        // Rule 4a: leadership is sticky (see the module docs for why this is safe).
+        self.round_no = self.round_no.saturating_add(1);
+        let round_no = self.round_no;
+        self.first_seen.retain(|name, _| candidates.contains(name));
+        for name in &candidates {
+            self.first_seen.entry(name.clone()).or_insert(round_no);
+        }
+        let legacy = agreed_reports.iter().any(|r| r.leading.is_none());
+        let mut seen_leading = BTreeSet::new();
+        let mut claims = BTreeSet::new();
+        for r in &agreed_reports {
+            for name in r.leading.as_deref().unwrap_or_default() {
+                if name == &local.name || !fits(name) || !candidates.contains(name) {
+                    continue;
+                }
+                if name == &r.node_name {
+                    seen_leading.insert(name.clone());
+                }
+                claims.insert(name.clone());
+            }
+        }
+        let me = &local.name;
+        let incumbent_since = self.lead_start.filter(|_| candidates.contains(me));
+        let leader = if !quorate
+            || !local.elect_leader
+            || local.distribution != Distribution::SingleLeader
+        {
+            None
+        } else if legacy {
+            candidates.first().cloned()
+        } else if let Some(since) = incumbent_since {
+            // I lead: a lower claimant wins; a lower candidate I saw appear within two rounds
+            // of my first lead may not have seen my claim in time, so it wins too (the plain
+            // rule); any other lower candidate joined a cluster that already had me leading.
+            let lower_claim = claims.iter().find(|c| *c < me).cloned();
+            let young = candidates
+                .iter()
+                .take_while(|c| *c < me)
+                .any(|c| self.first_seen.get(c).is_some_and(|&f| f < since + 2));
+            match lower_claim {
+                Some(c) => Some(c),
+                None if young => candidates.first().cloned(),
+                None => Some(me.clone()),
+            }
+        } else {
+            claims.first().or(candidates.first()).cloned()
+        };
+        let leads = leader.as_deref() == Some(me.as_str());
+        self.lead_start = match (leads, self.lead_start) {
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(round_no),
+            (false, _) => None,
+        };
+        if leads {
+            seen_leading.insert(me.clone());
+        }
+        let mut incumbents = claims;
+        if leads {
+            incumbents.insert(me.clone());
+        }
 
         let conflicts = self.conflicts(local, &reports, effective_size);
         for kind in [
@@ -281,6 +346,7 @@ impl GossipState {
             distribution: local.distribution,
             elect_leader: local.elect_leader,
             standing_down: self.standing_down,
+            leading: seen_leading.iter().take(MAX_CANDIDATES).cloned().collect(),
         };
 
         let peers = self
@@ -308,6 +374,7 @@ impl GossipState {
             self_candidate: candidates.contains(&local.name),
             candidates,
             vouched_unconfirmed,
+            incumbents,
             leader,
             standing_down: standing,
             conflicts,

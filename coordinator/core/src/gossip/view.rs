@@ -161,6 +161,8 @@ pub struct Advert {
     pub elect_leader: bool,
     /// This node stands down: its executor is overdue (rule 4).
     pub standing_down: bool,
+    /// Nodes seen leading, itself included when it leads (rule 4a), sorted and capped.
+    pub leading: Vec<String>,
 }
 
 impl Advert {
@@ -202,6 +204,8 @@ pub struct RoundView {
     pub self_candidate: bool,
     /// The candidates known only through a neighbour's vouching.
     pub vouched_unconfirmed: BTreeSet<String>,
+    /// Candidates seen leading (rule 4a): the leader is the lowest of them while there is one.
+    pub incumbents: BTreeSet<String>,
     /// The single leader: lowest candidate, only with single-leader distribution, electLeader
     /// and a quorate view.
     pub leader: Option<String>,
@@ -240,6 +244,7 @@ impl RoundView {
             candidates_truncated: a.candidates_truncated,
             ran_reboot_jobs,
             standing_down: a.standing_down,
+            leading: Some(a.leading.clone()),
         }
     }
 }
@@ -261,5 +266,6 @@ pub fn fresh_report(local: &LocalNode) -> PeerReport {
         candidates_truncated: 0,
         ran_reboot_jobs: Vec::new(),
         standing_down: false,
+        leading: Some(Vec::new()),
     }
 }
