@@ -388,7 +388,17 @@ impl GossipBackend {
         rotation_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
         rotation_timer.tick().await;
 
+        // Rule 4b: extra rounds while the leader is known only through a witness's report.
+        let mut refresh_at: Option<Instant> = None;
+        let mut refreshes_left = 0u32;
         loop {
+            let refresh_due = async {
+                match refresh_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let refresh;
             tokio::select! {
                 () = &mut ctx.shutdown => break,
                 _ = rotation_timer.tick() => {
@@ -401,9 +411,17 @@ impl GossipBackend {
                     }
                     continue;
                 }
-                _ = rounds.tick() => {}
+                _ = rounds.tick() => refresh = false,
+                () = refresh_due => refresh = true,
                 // An executor fell behind or caught up: tell the peers now, not an interval on.
-                () = crate::cluster::changed(&mut ctx.overdue) => rounds.reset(),
+                () = crate::cluster::changed(&mut ctx.overdue) => {
+                    rounds.reset();
+                    refresh = false;
+                }
+            }
+            refresh_at = None;
+            if !refresh {
+                refreshes_left = REFRESHES_PER_ROUND;
             }
             let overdue = ctx.overdue.borrow_and_update().clone();
             if overdue.is_some() != standing_down {
@@ -454,7 +472,15 @@ impl GossipBackend {
             local.job_set_id = job_set.id.to_string();
             summary.refresh(&job_set, &ctx.ledger, crate::clock::now_ms());
             let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let rv = state.round(&local, &latest, now_ms);
+            let rv = if refresh {
+                state.refresh(&local, &latest, now_ms)
+            } else {
+                state.round(&local, &latest, now_ms)
+            };
+            if rv.recheck && refreshes_left > 0 {
+                refreshes_left -= 1;
+                refresh_at = Some(round_start + s.interval / 4);
+            }
             log_events(&rv, s);
             edges.log(&rv, &local);
 
@@ -638,6 +664,11 @@ fn iso8601(ms: i64) -> Option<String> {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, false))
 }
+
+/// The extra rounds (`GossipState::refresh`) the manager takes between two rounds while the
+/// leader it follows is known only through a witness (rule 4b of the gossip core): a quarter
+/// interval apart, so the survivors of a dead leader learn of it within about an interval.
+const REFRESHES_PER_ROUND: u32 = 3;
 
 /// One peer's poller: idle between polls, or out on a poll task.
 enum Slot {

@@ -88,9 +88,25 @@
 //!    itself (rule 4's argument). The timed simulator (`tests/gossip_timed.rs`) checks this
 //!    with independent clocks; the lockstep one with nodes standing down and returning.
 //!
+//!    A lower candidate whose own report already lists this node in `leading` has seen the
+//!    claim, so it does not count as appearing too soon: a leader restarted at once (a deploy)
+//!    comes back as a follower instead of pulling the lead back with a gap.
+//!
 //!    A peer whose report has no `leading` at all predates this rule: while one is agreed,
 //!    every node elects the plain lowest candidate, as that peer does, so a rolling upgrade
 //!    never has the two rules disagree about a leader.
+//!
+//!    **4b. Rechecks** ([`GossipState::refresh`], [`RoundView::recheck`]). When the leader
+//!    this node follows stops answering, a witness's report from before that still vouches for
+//!    it (and lists its claim) until the witness's own next round, up to an interval later;
+//!    waiting for this node's next round then costs up to another interval. So for the
+//!    [`RECHECK_ROUNDS`] full rounds after the leader was last confirmed directly, a view
+//!    whose leader is known only through a witness asks for a refresh: the same rules on
+//!    fresher reports, taken a quarter interval later (the manager allows three between two
+//!    rounds), which counts as no round for anything measured in rounds (the drift streak,
+//!    rule 4's quorate rounds, rule 4a's two rounds, the one-hop debounce); a lead begun in a
+//!    refresh counts from the next full round. Losses take effect at once, as in a round. A
+//!    leader known only through a witness for longer (a bridge) asks no more.
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
 //!    *and* [`RoundView::self_candidate`] holds (rule 4's delay; `quorate` alone lets two
@@ -135,5 +151,7 @@ mod view;
 pub use report::{
     Distribution, LocalNode, MAX_CANDIDATES, MAX_FIELD_BYTES, MemberReport, PeerReport,
 };
-pub use round::{GossipState, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome, SELF_CANDIDATE_ROUNDS};
+pub use round::{
+    GossipState, ONE_HOP_DUPLICATE_ROUNDS, PollOutcome, RECHECK_ROUNDS, SELF_CANDIDATE_ROUNDS,
+};
 pub use view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundView, fresh_report};

@@ -17,6 +17,11 @@ use super::view::{Advert, ConflictKind, Conflicts, PeerView, RoundEvent, RoundVi
 /// so for two rounds a witness may still list the old id while another lists the new one.
 pub const ONE_HOP_DUPLICATE_ROUNDS: u32 = 3;
 
+/// Full rounds after the leader was last confirmed directly in which [`RoundView::recheck`]
+/// may ask for refreshes (rule 4b): a witness's next round is at most an interval away, and a
+/// round that falls just before it must still ask.
+pub const RECHECK_ROUNDS: u32 = 2;
+
 /// How many consecutive quorate rounds before this node counts itself as a candidate (rule 4):
 /// one round for its own flag to reach its peers, one more for their vouching to reach the
 /// peers' peers, and the current round.
@@ -75,6 +80,10 @@ pub struct GossipState {
     lead_start: Option<u64>,
     /// The round each current candidate was first seen as one, continuously (rule 4a).
     first_seen: BTreeMap<String, u64>,
+    /// Full rounds left in which an unconfirmed leader asks for refreshes (rule 4b).
+    recheck_rounds: u32,
+    /// This fold is a [`GossipState::refresh`].
+    refreshing: bool,
 }
 
 fn fits(s: &str) -> bool {
@@ -104,6 +113,8 @@ impl GossipState {
             round_no: 0,
             lead_start: None,
             first_seen: BTreeMap::new(),
+            recheck_rounds: 0,
+            refreshing: false,
         }
     }
 
@@ -118,7 +129,25 @@ impl GossipState {
     /// One poll round: `polls[i]` is the outcome for configured peer `i` (same order every
     /// round). Missing entries count as [`PollOutcome::NotPolled`]; extra ones are ignored.
     pub fn round(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
+        self.refreshing = false;
+        self.fold(local, polls, now_ms)
+    }
+
+    /// An extra round between two [`Self::round`]s, taken when [`RoundView::recheck`] asks
+    /// for one (rule 4b): the same rules on fresher reports, but it counts as no round. Every
+    /// count measured in rounds (the drift streak, rule 4's quorate rounds, rule 4a's rounds
+    /// of leadership, the one-hop duplicate debounce) stays as the last full round left it;
+    /// only a loss (of quorum, of a candidate) takes effect at once, as it would in a round.
+    pub fn refresh(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
+        self.refreshing = true;
+        let view = self.fold(local, polls, now_ms);
+        self.refreshing = false;
+        view
+    }
+
+    fn fold(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
         let mut events = Vec::new();
+        let refreshing = self.refreshing;
         let not_polled = PollOutcome::NotPolled;
         // This round's report per peer, `None` unless the outcome was a usable report.
         let mut reports: Vec<Option<&PeerReport>> = Vec::with_capacity(self.peers.len());
@@ -126,7 +155,13 @@ impl GossipState {
 
         for (i, peer) in self.peers.iter_mut().enumerate() {
             let poll = polls.get(i).unwrap_or(&not_polled);
-            let (status, report, error) = classify(local, poll, &mut peer.streak);
+            let mut scratch = peer.streak;
+            let streak = if refreshing {
+                &mut scratch
+            } else {
+                &mut peer.streak
+            };
+            let (status, report, error) = classify(local, poll, streak);
             if !matches!(poll, PollOutcome::NotPolled) {
                 peer.ever_polled = true;
             }
@@ -200,10 +235,12 @@ impl GossipState {
         // My quorate flag reaches my peers one round late and their neighbours (through
         // vouching) two rounds late, so I count myself only once every node that can learn of
         // me has had the chance to (rule 4).
-        self.quorate_streak = if quorate && !self.standing_down {
-            self.quorate_streak.saturating_add(1)
-        } else {
+        self.quorate_streak = if !quorate || self.standing_down {
             0
+        } else if refreshing {
+            self.quorate_streak
+        } else {
+            self.quorate_streak.saturating_add(1)
         };
         let mut candidates = direct.clone();
         if self.quorate_streak < SELF_CANDIDATE_ROUNDS {
@@ -224,7 +261,9 @@ impl GossipState {
             }
         }
         // Rule 4a: leadership is sticky (see the module docs for why this is safe).
-        self.round_no = self.round_no.saturating_add(1);
+        if !refreshing {
+            self.round_no = self.round_no.saturating_add(1);
+        }
         let round_no = self.round_no;
         self.first_seen.retain(|name, _| candidates.contains(name));
         for name in &candidates {
@@ -258,10 +297,15 @@ impl GossipState {
             // of my first lead may not have seen my claim in time, so it wins too (the plain
             // rule); any other lower candidate joined a cluster that already had me leading.
             let lower_claim = claims.iter().find(|c| *c < me).cloned();
-            let young = candidates
-                .iter()
-                .take_while(|c| *c < me)
-                .any(|c| self.first_seen.get(c).is_some_and(|&f| f < since + 2));
+            // A lower candidate whose own report lists me as leading has seen my claim.
+            let knows_my_claim = |c: &String| {
+                agreed_reports.iter().any(|r| {
+                    &r.node_name == c && r.leading.as_deref().is_some_and(|l| l.contains(me))
+                })
+            };
+            let young = candidates.iter().take_while(|c| *c < me).any(|c| {
+                self.first_seen.get(c).is_some_and(|&f| f < since + 2) && !knows_my_claim(c)
+            });
             match lower_claim {
                 Some(c) => Some(c),
                 None if young => candidates.first().cloned(),
@@ -271,11 +315,32 @@ impl GossipState {
             claims.first().or(candidates.first()).cloned()
         };
         let leads = leader.as_deref() == Some(me.as_str());
+        // A lead begun in a refresh counts from the next full round: rule 4a's "two rounds"
+        // must not shrink.
         self.lead_start = match (leads, self.lead_start) {
             (true, Some(since)) => Some(since),
-            (true, None) => Some(round_no),
+            (true, None) => Some(round_no + u64::from(refreshing)),
             (false, _) => None,
         };
+        // Rule 4b: the leader this node followed was confirmed directly and is now known only
+        // through a witness (whose report may predate its going): ask for refreshes, since the
+        // witness's next round, at most an interval away, will say. For the two full rounds
+        // after the leader was last seen directly; a leader known only through a witness for
+        // longer (a bridge) asks no more.
+        let leader_direct = leader
+            .as_ref()
+            .is_some_and(|l| l == me || agreeing.contains(l));
+        let unconfirmed = quorate && leader.is_some() && !leader_direct;
+        let recheck = unconfirmed && self.recheck_rounds > 0;
+        if !refreshing {
+            self.recheck_rounds = if leader_direct {
+                RECHECK_ROUNDS
+            } else if unconfirmed {
+                self.recheck_rounds.saturating_sub(1)
+            } else {
+                0
+            };
+        }
         if leads {
             seen_leading.insert(me.clone());
         }
@@ -375,6 +440,7 @@ impl GossipState {
             candidates,
             vouched_unconfirmed,
             incumbents,
+            recheck,
             leader,
             standing_down: standing,
             conflicts,
@@ -460,15 +526,22 @@ impl GossipState {
             })
             .map(|(name, _)| (*name).to_string())
             .collect();
-        self.one_hop_streaks
-            .retain(|name, _| suspects.contains(name));
+        let mut streaks = std::mem::take(&mut self.one_hop_streaks);
+        streaks.retain(|name, _| suspects.contains(name));
         for name in suspects {
-            let n = self.one_hop_streaks.entry(name.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            if *n >= ONE_HOP_DUPLICATE_ROUNDS {
+            let n = streaks.entry(name.clone()).or_insert(0);
+            // A refresh sees the suspect again but does not count a round (rule 4b).
+            let seen = if self.refreshing {
+                *n
+            } else {
+                n.saturating_add(1)
+            };
+            *n = seen;
+            if seen >= ONE_HOP_DUPLICATE_ROUNDS {
                 names.insert(name);
             }
         }
+        self.one_hop_streaks = streaks;
 
         let sizes: Vec<usize> = if sizes.is_empty() {
             Vec::new()

@@ -206,6 +206,9 @@ pub struct RoundView {
     pub vouched_unconfirmed: BTreeSet<String>,
     /// Candidates seen leading (rule 4a): the leader is the lowest of them while there is one.
     pub incumbents: BTreeSet<String>,
+    /// The leader this node followed is not directly confirmed any more: take a
+    /// [`super::GossipState::refresh`] soon rather than wait a whole interval (rule 4b).
+    pub recheck: bool,
     /// The single leader: lowest candidate, only with single-leader distribution, electLeader
     /// and a quorate view.
     pub leader: Option<String>,
