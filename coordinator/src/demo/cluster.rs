@@ -219,9 +219,9 @@ pub async fn run(
     println!(
         "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
          EveryNode everywhere. Type a command and Enter to try a failure:\n  \
-         stop cronstable-a     the leader goes away; another node takes over within ~2 rounds\n  \
+         stop cronstable-a     the leader goes away; another node takes over within about a round\n  \
          stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
-         start cronstable-a    it rejoins and follows b\n  \
+         start cronstable-a    it rejoins; a node that leads keeps the lead, else a leads\n  \
          drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
          undrift cronstable-c  back in agreement\n\
          Ctrl-C stops the demo.\n"
