@@ -513,8 +513,8 @@ fn a_node_standing_down_is_no_candidate_and_waits_three_rounds_to_return() {
     let v = st.round(&me, &polls(), 4);
     assert!(v.quorate, "standing down keeps the quorum");
     assert!(
-        v.advert.quorate,
-        "and the quorate flag peers count quorum with"
+        !v.advert.quorate,
+        "but says it is not quorate, so no peer, old or new, counts it as a candidate"
     );
     assert!(!v.self_candidate);
     assert_eq!(

@@ -400,7 +400,10 @@ impl GossipBackend {
             };
             let refresh;
             tokio::select! {
+                // A due round goes before a refresh: refreshes must never push rounds back.
+                biased;
                 () = &mut ctx.shutdown => break,
+                _ = rounds.tick() => refresh = false,
                 _ = rotation_timer.tick() => {
                     if let Some(m) = rotation.check().await {
                         server_tls_tx.send_replace(m.server);
@@ -411,13 +414,12 @@ impl GossipBackend {
                     }
                     continue;
                 }
-                _ = rounds.tick() => refresh = false,
-                () = refresh_due => refresh = true,
                 // An executor fell behind or caught up: tell the peers now, not an interval on.
-                () = crate::cluster::changed(&mut ctx.overdue) => {
-                    rounds.reset();
-                    refresh = false;
-                }
+                // As a refresh, which counts as no round: an executor flapping around its
+                // deadline must not speed up the round-counted rules (drift, the one-hop
+                // duplicate debounce).
+                () = crate::cluster::changed(&mut ctx.overdue) => refresh = true,
+                () = refresh_due => refresh = true,
             }
             refresh_at = None;
             if !refresh {
@@ -479,7 +481,9 @@ impl GossipBackend {
             };
             if rv.recheck && refreshes_left > 0 {
                 refreshes_left -= 1;
-                refresh_at = Some(round_start + s.interval / 4);
+                // From the end of this round's polls: a slow poll (a silent peer holding it to
+                // `connectTimeout`) must not make refreshes run back to back.
+                refresh_at = Some(Instant::now() + s.interval / 4);
             }
             log_events(&rv, s);
             edges.log(&rv, &local);

@@ -62,11 +62,13 @@
 //!    Leader firing pass unasked (wedged or gone) is no candidate. It drops itself from its
 //!    candidates and from its `quorate_vouched`, advertises `standing_down: true`, and its
 //!    peers drop it from theirs as soon as they read that report, whatever a witness still
-//!    vouches. It keeps its `quorate` flag and keeps counting toward every quorum: an
-//!    executor's trouble says nothing about reachability. Its self-candidacy count restarts,
-//!    so when it stops standing down it counts itself only three rounds later, by when its
-//!    peers have read that it is back and stopped leading: the hand-back leaves a gap, never
-//!    two leaders. The names are in [`RoundView::standing_down`].
+//!    vouches. It keeps counting toward every quorum (an executor's trouble says nothing
+//!    about reachability), but advertises `quorate: false`, so a peer from before this rule,
+//!    which reads only that flag, does not elect it either (otherwise such a peer and this
+//!    node could each defer to the other and nobody would lead). Its self-candidacy count
+//!    restarts, so when it stops standing down it counts itself only three rounds later, as
+//!    after a boot; by then the node that took over leads, and rule 4a keeps the lead there.
+//!    The names are in [`RoundView::standing_down`].
 //!
 //!    **4a. Sticky leadership** (the gossip-convergence issue). Each report lists in `leading`
 //!    the nodes its reporter saw lead: itself when it leads, and agreed peers whose own report
@@ -92,9 +94,10 @@
 //!    claim, so it does not count as appearing too soon: a leader restarted at once (a deploy)
 //!    comes back as a follower instead of pulling the lead back with a gap.
 //!
-//!    A peer whose report has no `leading` at all predates this rule: while one is agreed,
-//!    every node elects the plain lowest candidate, as that peer does, so a rolling upgrade
-//!    never has the two rules disagree about a leader.
+//!    A peer whose report has no `leading` at all predates this rule: while one is agreed, this
+//!    node elects the plain lowest candidate, as that peer does. Only the old node's direct
+//!    peers switch: across a bridge (a new node that sees the old one only through a witness)
+//!    the two rules can disagree during a rolling upgrade, which README says to avoid.
 //!
 //!    **4b. Rechecks** ([`GossipState::refresh`], [`RoundView::recheck`]). When the leader
 //!    this node follows stops answering, a witness's report from before that still vouches for

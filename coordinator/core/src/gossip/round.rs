@@ -121,7 +121,7 @@ impl GossipState {
     /// Whether this node stands down from the next round on: an executor here let a Leader
     /// firing pass unasked, so another node must lead (rule 4). Standing down restarts the
     /// self-candidacy count, so a node that returns waits [`SELF_CANDIDATE_ROUNDS`] rounds,
-    /// as after a boot, while its peers learn it is back and stop leading.
+    /// as after a boot (and then follows the node that took over, rule 4a).
     pub fn set_standing_down(&mut self, standing_down: bool) {
         self.standing_down = standing_down;
     }
@@ -161,7 +161,11 @@ impl GossipState {
             } else {
                 &mut peer.streak
             };
-            let (status, report, error) = classify(local, poll, streak);
+            let (mut status, report, error) = classify(local, poll, streak);
+            if refreshing && matches!(status, Some(PeerStatus::Syncing | PeerStatus::Drifted)) {
+                // A refresh counts no mismatched round: syncing or drifted as the streak stands.
+                status = Some(peer.streak.mismatch_status(local.drift_after));
+            }
             if !matches!(poll, PollOutcome::NotPolled) {
                 peer.ever_polled = true;
             }
@@ -404,7 +408,8 @@ impl GossipState {
         let advert = Advert {
             members,
             mutual_agreeing: mutual.iter().cloned().collect(),
-            quorate,
+            // Standing down: no candidate for any peer, old or new (rule 4).
+            quorate: quorate && !self.standing_down,
             quorate_vouched,
             candidates_truncated,
             cluster_size: effective_size,

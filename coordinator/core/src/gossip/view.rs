@@ -209,8 +209,8 @@ pub struct RoundView {
     /// The leader this node followed is not directly confirmed any more: take a
     /// [`super::GossipState::refresh`] soon rather than wait a whole interval (rule 4b).
     pub recheck: bool,
-    /// The single leader: lowest candidate, only with single-leader distribution, electLeader
-    /// and a quorate view.
+    /// The single leader (rules 4 and 4a: the lowest claimant, or with none the lowest
+    /// candidate), only with single-leader distribution, electLeader and a quorate view.
     pub leader: Option<String>,
     /// The PreferLeader ring (GSP-43): this node plus the peers that answered this round with my
     /// job set, i.e. the same set as `agreeing` (an agreed peer is reachable by definition).
