@@ -41,6 +41,21 @@ fn now_s() -> i64 {
     cronstable_coordinator::clock::now_ms() / 1000
 }
 
+/// Sleeps until [`FREEZE`] has passed since `frozen_at` (whole seconds).
+fn sleep_out_the_freeze(frozen_at: i64) {
+    std::thread::sleep(FREEZE.saturating_sub(Duration::from_secs(
+        u64::try_from(now_s() - frozen_at).unwrap_or(0),
+    )));
+}
+
+/// Waits until the node at `web` no longer counts an executor as overdue.
+fn wait_keeping_up(web: std::net::SocketAddr) {
+    wait_for("the thawed node to count as keeping up again", || {
+        let m = http(web, "GET", "/metrics").ok()?.body;
+        m.contains("cronstable_executor_overdue 0").then_some(())
+    });
+}
+
 #[test]
 fn filesystem_a_holder_whose_shim_is_frozen_hands_the_lease_over() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,9 +107,7 @@ fn wedged(dir: &std::path::Path, store: &Store) {
             "round {round}: the overdue gauge is set"
         );
         // Past the lease, the free-lease round and the grace: the node must still not lead.
-        std::thread::sleep(FREEZE.saturating_sub(Duration::from_secs(
-            u64::try_from(now_s() - frozen_at).unwrap_or(0),
-        )));
+        sleep_out_the_freeze(frozen_at);
         assert!(
             !leaders(&webs).contains(&holder),
             "round {round}: the node whose shim is frozen took the lease back"
@@ -105,10 +118,7 @@ fn wedged(dir: &std::path::Path, store: &Store) {
         wait_for("runs to go on after the thaw", || {
             (lines(&out).len() >= after + 3).then_some(())
         });
-        wait_for("the thawed node to count as keeping up again", || {
-            let m = http(webs[holder], "GET", "/metrics").ok()?.body;
-            m.contains("cronstable_executor_overdue 0").then_some(())
-        });
+        wait_keeping_up(webs[holder]);
         let cost = missed(&out, frozen_at, thawed_at);
         println!(
             "freeze {round}: {cost} of {} seconds missed",
@@ -190,19 +200,14 @@ fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
                 .is_some_and(|rows| rows.iter().any(|r| r["standing_down"] == true)),
             "round {round}: a peer shows the frozen node standing down: {other}"
         );
-        std::thread::sleep(FREEZE.saturating_sub(Duration::from_secs(
-            u64::try_from(now_s() - frozen_at).unwrap_or(0),
-        )));
+        sleep_out_the_freeze(frozen_at);
         assert!(
             !leaders(&webs).contains(&leader),
             "round {round}: the node whose shim is frozen leads again"
         );
         shims[leader].signal(CONT);
         let thawed_at = now_s();
-        wait_for("the thawed node to count as keeping up again", || {
-            let m = http(webs[leader], "GET", "/metrics").ok()?.body;
-            m.contains("cronstable_executor_overdue 0").then_some(())
-        });
+        wait_keeping_up(webs[leader]);
         // The return: the node is a candidate again once its shim asks, but the node that took
         // over keeps the lead (sticky leadership, the gossip core's rule 4a), so the return
         // moves nothing.

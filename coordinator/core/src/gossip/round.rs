@@ -82,8 +82,6 @@ pub struct GossipState {
     first_seen: BTreeMap<String, u64>,
     /// Full rounds left in which an unconfirmed leader asks for refreshes (rule 4b).
     recheck_rounds: u32,
-    /// This fold is a [`GossipState::refresh`].
-    refreshing: bool,
 }
 
 fn fits(s: &str) -> bool {
@@ -114,7 +112,6 @@ impl GossipState {
             lead_start: None,
             first_seen: BTreeMap::new(),
             recheck_rounds: 0,
-            refreshing: false,
         }
     }
 
@@ -129,8 +126,7 @@ impl GossipState {
     /// One poll round: `polls[i]` is the outcome for configured peer `i` (same order every
     /// round). Missing entries count as [`PollOutcome::NotPolled`]; extra ones are ignored.
     pub fn round(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
-        self.refreshing = false;
-        self.fold(local, polls, now_ms)
+        self.fold(local, polls, now_ms, false)
     }
 
     /// An extra round between two [`Self::round`]s, taken when [`RoundView::recheck`] asks
@@ -139,15 +135,18 @@ impl GossipState {
     /// of leadership, the one-hop duplicate debounce) stays as the last full round left it;
     /// only a loss (of quorum, of a candidate) takes effect at once, as it would in a round.
     pub fn refresh(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
-        self.refreshing = true;
-        let view = self.fold(local, polls, now_ms);
-        self.refreshing = false;
-        view
+        self.fold(local, polls, now_ms, true)
     }
 
-    fn fold(&mut self, local: &LocalNode, polls: &[PollOutcome], now_ms: u64) -> RoundView {
+    /// A round, or with `refreshing` a [`Self::refresh`].
+    fn fold(
+        &mut self,
+        local: &LocalNode,
+        polls: &[PollOutcome],
+        now_ms: u64,
+        refreshing: bool,
+    ) -> RoundView {
         let mut events = Vec::new();
-        let refreshing = self.refreshing;
         let not_polled = PollOutcome::NotPolled;
         // This round's report per peer, `None` unless the outcome was a usable report.
         let mut reports: Vec<Option<&PeerReport>> = Vec::with_capacity(self.peers.len());
@@ -353,7 +352,7 @@ impl GossipState {
             incumbents.insert(me.clone());
         }
 
-        let conflicts = self.conflicts(local, &reports, effective_size);
+        let conflicts = self.conflicts(local, &reports, effective_size, refreshing);
         for kind in [
             ConflictKind::Names,
             ConflictKind::Size,
@@ -461,6 +460,7 @@ impl GossipState {
         local: &LocalNode,
         reports: &[Option<&PeerReport>],
         effective_size: usize,
+        refreshing: bool,
     ) -> Conflicts {
         let mut names = BTreeSet::new();
         // Direct sightings this round: name -> instance ids (self-listings excluded).
@@ -536,11 +536,7 @@ impl GossipState {
         for name in suspects {
             let n = streaks.entry(name.clone()).or_insert(0);
             // A refresh sees the suspect again but does not count a round (rule 4b).
-            let seen = if self.refreshing {
-                *n
-            } else {
-                n.saturating_add(1)
-            };
+            let seen = if refreshing { *n } else { n.saturating_add(1) };
             *n = seen;
             if seen >= ONE_HOP_DUPLICATE_ROUNDS {
                 names.insert(name);
