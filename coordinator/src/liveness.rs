@@ -15,6 +15,11 @@
 //! gate's executors (`config:…`, crond asking through `cronstable-gate`) are not: crond has no
 //! stream, starts late under load by design, and is supervised by crond itself.
 //!
+//! The coordinator's own stall is not the executor's: when the monitor finds more than
+//! [`STALL_AFTER`] between two of its checks (the coordinator was stopped, suspended or
+//! starved), the questions asked meanwhile could not be heard, so firings due before that check
+//! are excused and the executor is judged from then on, with the full grace.
+//!
 //! Any question counts, not only the overdue job's: the signal is "this process is alive and
 //! working through its schedule", and a process that asks about one job at an instant asks
 //! about the others due with it. The instants compared are the firings' nominal instants, so
@@ -42,6 +47,13 @@ pub const OVERDUE_GRACE: Duration = Duration::from_secs(2);
 
 /// How often the monitor task checks.
 pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// A gap between two checks longer than this means the coordinator itself did not run (a
+/// SIGSTOP, a suspended VM, a starved runtime): its executors' questions could not be heard
+/// meanwhile, so what fell due before the gap closed is not held against them. Four missed
+/// checks, and half the overdue grace, so a real wedge is still caught within one grace of
+/// the thaw.
+pub const STALL_AFTER: Duration = Duration::from_millis(1_000);
 
 /// The latest firing instant each executor asked about or reported, in Unix ms.
 #[derive(Debug, Default)]
@@ -122,17 +134,28 @@ struct Due {
     next_ms: Option<i64>,
 }
 
-/// Finds overdue executors. Keeps each job's next due instant between checks.
+/// Finds overdue executors. Keeps each job's next due instant between checks, and when it last
+/// checked, to tell its own stall from an executor's.
 #[derive(Debug, Default)]
 pub struct Monitor {
     set_id: String,
     due: HashMap<String, Due>,
+    last_check_ms: Option<i64>,
+    /// Firings due before this instant are excused: the coordinator was stalled until then.
+    excused_through: i64,
+    stalled_for_ms: Option<i64>,
 }
 
 impl Monitor {
     /// A monitor that remembers nothing yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How long the coordinator had stopped before the latest check, when that check found a
+    /// stall (for the one log line); `None` when it ran on time.
+    pub fn stalled_for_ms(&self) -> Option<i64> {
+        self.stalled_for_ms
     }
 
     /// The earliest overdue firing among the Leader jobs of the executors `judged` accepts, at
@@ -151,6 +174,16 @@ impl Monitor {
             self.due.clear();
         }
         let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
+        let stall = i64::try_from(STALL_AFTER.as_millis()).unwrap_or(i64::MAX);
+        // A clock stepped back is no stall; the next gap is measured from here either way.
+        self.stalled_for_ms = self
+            .last_check_ms
+            .map(|last| now_ms.saturating_sub(last))
+            .filter(|gap| *gap > stall);
+        if self.stalled_for_ms.is_some() {
+            self.excused_through = now_ms;
+        }
+        self.last_check_ms = Some(now_ms);
         let mut worst: Option<Overdue> = None;
         for (name, job) in &set.jobs {
             if job.spec.cluster_policy != ClusterPolicy::Leader
@@ -162,6 +195,7 @@ impl Monitor {
             let Some(through) = asked_through(&job.executor_id) else {
                 continue;
             };
+            let through = through.max(self.excused_through);
             let Some(Some(schedule)) = schedules.get(name) else {
                 continue;
             };
@@ -224,6 +258,12 @@ pub async fn watch_pace(
             |e| state.executors.watched(e),
             crate::clock::now_ms(),
         );
+        if let Some(gap) = monitor.stalled_for_ms() {
+            tracing::info!(
+                "this coordinator did not run for {gap} ms (stopped or starved); firings due \
+                 meanwhile are not held against its executors"
+            );
+        }
         // One line per change of executor, not per check or per passing instant.
         let before = tx.borrow().as_ref().map(|o| o.executor.clone());
         let after = overdue.as_ref().map(|o| o.executor.clone());
@@ -394,6 +434,40 @@ mod tests {
         pace.heard("shim", T0 + 9000, T0 + 8990);
         pace.registered("shim", T0 + 5000);
         assert_eq!(pace.asked_through("shim"), Some(T0 + 5000));
+    }
+
+    /// The coordinator itself stopped (SIGSTOP, a stalled runtime, a suspended VM): the
+    /// executor's questions about firings due meanwhile could not be heard, so the first
+    /// check after the stall must not blame it. Every coordinator of a partition run's frozen
+    /// majority stood down at its thaw for this (CI seed 1796584572264), and the cluster lost
+    /// its leader for longer than the two-interval grace.
+    #[test]
+    fn firings_due_while_the_coordinator_itself_stalled_are_not_held_against_the_executor() {
+        let s = set(vec![(
+            "shim",
+            spec("tick", "* * * * * *", ClusterPolicy::Leader),
+        )]);
+        let (mut m, pace) = (Monitor::new(), Pace::default());
+        pace.heard("shim", T0, T0);
+        assert_eq!(check(&mut m, &s, &pace, T0 + 250), None);
+        // Frozen for eight seconds: the first check after the thaw excuses what fell due.
+        let thaw = T0 + 8_250;
+        assert_eq!(check(&mut m, &s, &pace, thaw), None);
+        assert_eq!(check(&mut m, &s, &pace, thaw + 250), None);
+        // Judged again from the thaw on: an executor that still does not ask is overdue.
+        let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap();
+        let mut at = thaw + 250;
+        let mut found = None;
+        while found.is_none() && at < thaw + 1000 + grace + 1000 {
+            at += 250;
+            found = check(&mut m, &s, &pace, at);
+        }
+        let o = found.expect("overdue once the grace after the thaw has passed");
+        assert!(
+            o.due_ms > thaw && o.due_ms + grace <= at,
+            "due {}",
+            o.due_ms - T0
+        );
     }
 
     #[test]

@@ -335,3 +335,81 @@ async fn gsp_01_a_client_without_a_certificate_is_refused() {
     };
     assert!(error.contains("TLS with 127.0.0.36"), "{error}");
 }
+
+/// A kept-alive connection the peer closes just as the next poll goes out (its idle timer and
+/// our round tick firing together: both processes stopped for a while, then resumed) is not
+/// the peer being unreachable: the poll goes out once more on a new connection. Before this,
+/// every coordinator of a frozen majority found every peer unreachable at the thaw, lost
+/// quorum and spent three rounds re-forming it. The peer here answers the first request on
+/// each connection and drops the connection when a second one arrives.
+#[tokio::test]
+async fn a_kept_alive_connection_closed_under_the_poll_is_retried_on_a_new_one() {
+    use hyper::server::conn::http1;
+    use hyper_util::rt::TokioIo;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.37"])
+        .unwrap();
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.38"])
+        .unwrap();
+    let server = cronstable_coordinator::gossip::tls::TlsMaterial::load(&b)
+        .unwrap()
+        .server;
+    let body = ServedBody::encode(&report("b"), &[]);
+    let listener = TcpListener::bind(("127.0.0.38", 0)).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = connections.clone();
+    let serving = tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            accepted.fetch_add(1, Ordering::SeqCst);
+            let tls = tokio_rustls::TlsAcceptor::from(server.clone());
+            let body = body.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = tls.accept(tcp).await else {
+                    return;
+                };
+                let answered = Arc::new(AtomicUsize::new(0));
+                let service = hyper::service::service_fn(move |_req| {
+                    let n = answered.fetch_add(1, Ordering::SeqCst);
+                    let bytes = body.bytes.clone();
+                    async move {
+                        if n == 0 {
+                            Ok(http::Response::new(http_body_util::Full::new(bytes)))
+                        } else {
+                            Err("closing as the request arrived")
+                        }
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let tls = client(&a);
+    let mut poller = Poller::new(HostPort::new("127.0.0.38", port));
+    for round in 0..3 {
+        let out = poller.poll(&tls, TIMEOUT).await;
+        assert!(
+            matches!(out.outcome, PollOutcome::Report(_)),
+            "poll {round}: {:?}",
+            out.outcome
+        );
+    }
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        3,
+        "one new connection per poll"
+    );
+    assert_eq!(
+        poller.stats.retried, 2,
+        "each poll after the first was sent twice"
+    );
+    serving.abort();
+}

@@ -77,6 +77,8 @@ pub struct PollerStats {
     pub not_modified: u64,
     /// Body bytes received.
     pub body_bytes: u64,
+    /// Requests sent again on a new connection after a kept-alive one died under them.
+    pub retried: u64,
 }
 
 /// The polling side of one configured peer.
@@ -162,38 +164,35 @@ impl Poller {
     }
 
     async fn exchange(&mut self, tls: &ClientTls) -> Result<PeerBody, Failure> {
-        if self
-            .conn
-            .as_ref()
-            .is_some_and(|c| c.generation != tls.generation || c.sender.is_closed())
-        {
-            self.conn = None;
-        }
-        if self.conn.is_none() {
-            self.conn = Some(self.connect(tls).await?);
-            self.stats.connects += 1;
-        }
-        let Some(conn) = self.conn.as_mut() else {
-            return Err(Failure::Unreachable("no connection".into()));
+        let mut reused = true;
+        let resp = loop {
+            if self
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.generation != tls.generation || c.sender.is_closed())
+            {
+                self.conn = None;
+            }
+            if self.conn.is_none() {
+                self.conn = Some(self.connect(tls).await?);
+                self.stats.connects += 1;
+                reused = false;
+            }
+            match self.send().await {
+                Ok(resp) => break resp,
+                // A kept-alive connection can die under the request: the peer's idle timer
+                // and our round tick fire together (both processes were stopped, or the
+                // peer's timer runs just ahead of ours). That says nothing about the peer, so
+                // the request goes out once more on a new connection; GET /peer is
+                // idempotent, and the whole poll stays within its timeout.
+                Err(Failure::Unreachable(_)) if reused => {
+                    self.conn = None;
+                    self.stats.retried += 1;
+                }
+                Err(f) => return Err(f),
+            }
         };
         let host = &self.host;
-        let fail = |what: &str, e: &(dyn StdError + 'static)| classify(host, what, e);
-        conn.sender
-            .ready()
-            .await
-            .map_err(|e| fail("connection closed", &e))?;
-        let mut req = Request::get("/peer").header(header::HOST, host.to_string());
-        if let (Some(etag), Some(_)) = (&self.etag, &self.last) {
-            req = req.header(header::IF_NONE_MATCH, etag.as_str());
-        }
-        let req = req
-            .body(Empty::new())
-            .map_err(|e| Failure::Unreachable(format!("building the request: {e}")))?;
-        let resp = conn
-            .sender
-            .send_request(req)
-            .await
-            .map_err(|e| fail("request failed", &e))?;
         let status = resp.status();
         let etag = resp
             .headers()
@@ -239,6 +238,30 @@ impl Poller {
                 "{host} answered HTTP {other} to GET /peer"
             ))),
         }
+    }
+
+    /// Sends `GET /peer` (conditional once a body is cached) on the current connection.
+    async fn send(&mut self) -> Result<http::Response<hyper::body::Incoming>, Failure> {
+        let host = &self.host;
+        let Some(conn) = self.conn.as_mut() else {
+            return Err(Failure::Unreachable("no connection".into()));
+        };
+        let fail = |what: &str, e: &(dyn StdError + 'static)| classify(host, what, e);
+        conn.sender
+            .ready()
+            .await
+            .map_err(|e| fail("connection closed", &e))?;
+        let mut req = Request::get("/peer").header(header::HOST, host.to_string());
+        if let (Some(etag), Some(_)) = (&self.etag, &self.last) {
+            req = req.header(header::IF_NONE_MATCH, etag.as_str());
+        }
+        let req = req
+            .body(Empty::new())
+            .map_err(|e| Failure::Unreachable(format!("building the request: {e}")))?;
+        conn.sender
+            .send_request(req)
+            .await
+            .map_err(|e| fail("request failed", &e))
     }
 
     async fn connect(&self, tls: &ClientTls) -> Result<Connection, Failure> {

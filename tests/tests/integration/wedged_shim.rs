@@ -137,21 +137,23 @@ fn wedged(dir: &std::path::Path, store: &Store) {
     );
 }
 
-/// Gossip (item 2, "within an interval"): three nodes, `interval: 1s`, each with a shim running
-/// the per-second Leader job. The leader's shim is frozen twice: the leader must stop being
-/// elected (its `/peer` advert says it stands down, so its peers pass it over), another node
-/// must lead and run the job, the frozen node must not lead while frozen, and its return must
-/// not move the lead back. No instant may run twice, through the freeze or the return.
-#[test]
-fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
-    let dir = tempfile::tempdir().unwrap();
-    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 131));
+/// Three gossip nodes (`interval: 1s`), each with a shim running the per-second Leader job
+/// `tick`, which appends its instant and node to `out`; `subnet` keeps concurrent tests apart.
+struct GossipTicks {
+    nodes: Vec<cronstable_tests::Coordinator>,
+    webs: Vec<std::net::SocketAddr>,
+    out: std::path::PathBuf,
+    shims: Vec<cronstable_tests::Proc>,
+}
+
+fn gossip_ticks(dir: &Path, subnet: u8) -> GossipTicks {
+    let files = ClusterFiles::write(dir, &ClusterPlan::new(3, subnet));
     let nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
     let webs: Vec<_> = nodes.iter().map(|c| c.web).collect();
-    let out = dir.path().join("out");
+    let out = dir.join("out");
     // One crontab for all three: gossip attests the job set, so the command may not name the
     // node; the shim tells it through CRONSTABLE_NODE.
-    let tab = dir.path().join("tick.crontab");
+    let tab = dir.join("tick.crontab");
     std::fs::write(
         &tab,
         format!(
@@ -161,10 +163,33 @@ fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
         ),
     )
     .unwrap();
-    let shims: Vec<_> = nodes
+    let shims = nodes
         .iter()
         .map(|node| start_shim(&tab, &node.api, &[]))
         .collect();
+    GossipTicks {
+        nodes,
+        webs,
+        out,
+        shims,
+    }
+}
+
+/// Gossip (item 2, "within an interval"): three nodes, `interval: 1s`, each with a shim running
+/// the per-second Leader job. The leader's shim is frozen twice: the leader must stop being
+/// elected (its `/peer` advert says it stands down, so its peers pass it over), another node
+/// must lead and run the job, the frozen node must not lead while frozen, and its return must
+/// not move the lead back. No instant may run twice, through the freeze or the return.
+#[test]
+fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    // The coordinators live as long as `_nodes`.
+    let GossipTicks {
+        nodes: _nodes,
+        webs,
+        out,
+        shims,
+    } = gossip_ticks(dir.path(), 131);
 
     let mut costs = Vec::new();
     for round in 0..2 {
@@ -239,5 +264,79 @@ fn gossip_a_leader_whose_shim_is_frozen_is_passed_over() {
     println!(
         "gossip: missed seconds per {} s freeze: {costs:?}",
         FREEZE.as_secs()
+    );
+}
+
+/// The other side of the overdue rule: a *coordinator* stopped for longer than the overdue
+/// grace (SIGSTOP, as a suspended VM or a stalled runtime) while its shim keeps asking. The
+/// shim's questions about the firings due meanwhile never reached it, so on its thaw it must
+/// not blame the shim and stand down. A partition run froze a majority's coordinators and every
+/// one of them stood down at the thaw, leaving the cluster without a leader for longer than
+/// the two-interval grace (CI seed 1796584572264). Three gossip nodes, all three coordinators
+/// frozen together for 5 s; after the thaw no node may call its shim wedged or lose quorum, and
+/// the leader before the freeze leads again.
+#[test]
+fn gossip_coordinators_frozen_together_do_not_blame_their_shims_at_the_thaw() {
+    let dir = tempfile::tempdir().unwrap();
+    // The shims run as long as `_shims` lives (a `..` would drop them here).
+    let GossipTicks {
+        nodes,
+        webs,
+        out,
+        shims: _shims,
+    } = gossip_ticks(dir.path(), 137);
+    let (leader, _) = wait_one_leader(&webs, PATIENCE)
+        .unwrap_or_else(|| panic!("no leader: {:?}", cluster(webs[0])));
+    let before = lines(&out).len();
+    wait_for("the Leader job to run", || {
+        (lines(&out).len() >= before + 2).then_some(())
+    });
+    for node in &nodes {
+        node.proc.signal(STOP);
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    for node in &nodes {
+        node.proc.signal(CONT);
+    }
+    let thawed_at = now_s();
+    let after = lines(&out).len();
+    wait_for("runs to go on after the thaw", || {
+        (lines(&out).len() >= after + 3).then_some(())
+    });
+    for (i, node) in nodes.iter().enumerate() {
+        let log = node.proc.log();
+        assert!(
+            !log.contains("wedged or gone"),
+            "n{}'s coordinator blamed its shim for its own freeze:\n{log}",
+            i + 1
+        );
+        // The peers' kept-alive connections died under the first polls after the thaw; those
+        // go out again on new connections, so the thaw costs no quorum.
+        assert!(
+            !log.contains("quorum lost"),
+            "n{} lost quorum at the thaw:\n{log}",
+            i + 1
+        );
+    }
+    let (now_leading, _) = wait_one_leader(&webs, PATIENCE).expect("one leader after the thaw");
+    wait_for("three seconds past the thaw", || {
+        (now_s() > thawed_at + 3).then_some(())
+    });
+    println!(
+        "coordinators frozen 5 s: {} of the 3 seconds after the thaw missed; leader n{} then n{}",
+        missed(&out, thawed_at, thawed_at + 3),
+        leader + 1,
+        now_leading + 1
+    );
+    if now_leading != leader {
+        for node in &nodes {
+            println!("{}", node.proc.log());
+        }
+    }
+    assert_eq!(now_leading, leader, "the thaw moved the lead");
+    assert_eq!(
+        doubled_ticks(&out),
+        BTreeMap::new(),
+        "a Leader instant ran on two nodes"
     );
 }
