@@ -584,6 +584,19 @@ fn leading_report(name: &str, me: &LocalNode, leading: &[&str]) -> PeerReport {
     r
 }
 
+/// Rounds 0..5 of `me` (named "a") in a cluster where b leads and c saw it: `me` follows b.
+fn follow_b_for_five_rounds(st: &mut GossipState, me: &LocalNode) {
+    for round in 0..5u64 {
+        let polls = [
+            rep(leading_report("b", me, &["b"])),
+            rep(leading_report("c", me, &["b"])),
+        ];
+        let v = st.round(me, &polls, round);
+        assert_eq!(v.leader.as_deref(), Some("b"), "round {round}");
+        assert!(!v.advert.leading.contains(&"a".to_string()));
+    }
+}
+
 /// Rule 4a: a node that returns to a cluster with a leader follows it, although its name is
 /// lower, whether it sees the claim directly or through a witness; a peer that predates the
 /// field (no `leading` at all) brings back the plain lowest-name rule.
@@ -591,15 +604,7 @@ fn leading_report(name: &str, me: &LocalNode, leading: &[&str]) -> PeerReport {
 fn a_returning_lower_node_follows_the_leader_it_finds() {
     let me = local("a", 3);
     let mut st = GossipState::new(2, 0);
-    for round in 0..5u64 {
-        let polls = [
-            rep(leading_report("b", &me, &["b"])),
-            rep(leading_report("c", &me, &["b"])),
-        ];
-        let v = st.round(&me, &polls, round);
-        assert_eq!(v.leader.as_deref(), Some("b"), "round {round}");
-        assert!(!v.advert.leading.contains(&"a".to_string()));
-    }
+    follow_b_for_five_rounds(&mut st, &me);
     // b unreachable this round: c's witness still shows b leading, and b is vouched.
     let mut c = leading_report("c", &me, &["b"]);
     c.quorate_vouched = vec!["b".into(), "c".into()];
@@ -619,6 +624,26 @@ fn a_returning_lower_node_follows_the_leader_it_finds() {
             );
         }
     }
+}
+
+/// Rule 4a: a peer's own report this round outranks a witness's relay of its claim. The leader
+/// b is restarted at once (a deploy): its new instance's report does not list itself in
+/// `leading`, while the witness c, not yet past its next round, still relays b's old claim
+/// and vouches for it. Following that claim would leave nobody leading until c's next round
+/// (the timed simulator lost three firings that way); the lowest candidate, me, leads instead.
+#[test]
+fn a_witness_relaying_a_claim_its_claimant_no_longer_makes_is_not_followed() {
+    let me = local("a", 3);
+    let mut st = GossipState::new(2, 0);
+    follow_b_for_five_rounds(&mut st, &me);
+    let mut restarted = leading_report("b", &me, &[]);
+    restarted.instance_id = "b-i2".into();
+    restarted.quorate = false;
+    let mut c = leading_report("c", &me, &["b"]);
+    c.quorate_vouched = vec!["b".into(), "c".into()];
+    let v = st.round(&me, &[rep(restarted), rep(c)], 5);
+    assert!(!v.incumbents.contains("b"), "claims: {:?}", v.incumbents);
+    assert_eq!(v.leader.as_deref(), Some("a"));
 }
 
 /// Rule 4a from the leader's side: a lower candidate that appears once this node has led for

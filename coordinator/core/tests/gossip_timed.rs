@@ -6,8 +6,10 @@
 //! milliseconds of poll latency. A poll returns the report the peer serves at that moment (from
 //! the peer's last finished round, or its fresh report before its first), or "unreachable" if
 //! the peer is dead or the link is cut. Processes start, die and restart; links are cut and
-//! healed. Every node's leadership is logged as it changes, so the checker can ask, for any
-//! instant: who leads?
+//! healed. A node serves the empty job set until its shim registers (50–500 ms after its
+//! first round may run) and its next fold publishes the change, as a coordinator started
+//! before its shim does. Every node's leadership is logged as it changes, so the checker can
+//! ask, for any instant: who leads?
 //!
 //! The checker asserts safety on every seed (no two mutually connected nodes lead at the same
 //! instant, except within the seed's GSP-121 allowance of an interval after a link change) and
@@ -69,8 +71,23 @@ struct Node {
     next_refresh: u64,
     /// Refreshes left before the next full round.
     refreshes_left: u32,
+    /// When the node's shim registers its jobs (its job set changes from the empty one), or
+    /// `u64::MAX` once it has.
+    registers_at: u64,
     leads: bool,
     incarnation: u32,
+}
+
+/// The job set a node serves before its shim registers, and the cluster's.
+const NO_JOBS: &str = "v1:none";
+const JOBS: &str = "v1:same";
+
+/// What happens next to a node.
+#[derive(Debug, Clone, Copy)]
+enum Event {
+    Register,
+    Refresh,
+    Round,
 }
 
 /// One simulated cluster.
@@ -97,7 +114,7 @@ impl Timed {
                 let local = LocalNode {
                     name: format!("n{}", i + 1),
                     instance_id: format!("n{}-0", i + 1),
-                    job_set_id: "v1:same".into(),
+                    job_set_id: NO_JOBS.into(),
                     configured_size: n,
                     elect_leader: true,
                     distribution: Distribution::SingleLeader,
@@ -113,6 +130,7 @@ impl Timed {
                     next_round: u64::MAX,
                     next_refresh: u64::MAX,
                     refreshes_left: 0,
+                    registers_at: u64::MAX,
                     leads: false,
                     incarnation: 0,
                 }
@@ -139,9 +157,14 @@ impl Timed {
     fn start(&mut self, i: usize) {
         let n = self.n();
         let boot = self.rng.range(50, 300);
+        let registers = self.rng.range(50, 500);
         let node = &mut self.nodes[i];
         node.incarnation += 1;
         node.local.instance_id = format!("{}-{}", node.local.name, node.incarnation);
+        // Until its shim registers, a node serves the empty job set (its peers see it
+        // syncing), as a coordinator started before its shim does.
+        node.local.job_set_id = NO_JOBS.into();
+        node.registers_at = self.now + boot + registers;
         node.state = GossipState::new(n - 1, 0);
         node.served = Arc::new(fresh_report(&node.local));
         node.alive = true;
@@ -158,6 +181,7 @@ impl Timed {
         node.alive = false;
         node.next_round = u64::MAX;
         node.next_refresh = u64::MAX;
+        node.registers_at = u64::MAX;
         if node.leads {
             node.leads = false;
             self.lead_log.push((now, i, false));
@@ -234,16 +258,37 @@ impl Timed {
         }
     }
 
-    /// Runs every round due before `until`, in time order (ties in node order).
+    /// The node's shim registers: its job set becomes the cluster's, published with the node's
+    /// next fold.
+    fn register(&mut self, i: usize) {
+        let now = self.now;
+        let node = &mut self.nodes[i];
+        node.registers_at = u64::MAX;
+        node.local.job_set_id = JOBS.into();
+        if self.verbose {
+            self.trace
+                .push(format!("{now:>7}   {} registers", node.local.name));
+        }
+    }
+
+    /// Runs every round, refresh and registration due before `until`, in time order (ties in
+    /// node order).
     fn run_until(&mut self, until: u64) {
-        while let Some((i, at, refresh)) = self
+        while let Some((i, at, kind)) = self
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| n.alive)
             .map(|(i, n)| {
-                let refresh = n.next_refresh < n.next_round;
-                (i, n.next_round.min(n.next_refresh), refresh)
+                let (at, kind) = [
+                    (n.registers_at, Event::Register),
+                    (n.next_round, Event::Round),
+                    (n.next_refresh, Event::Refresh),
+                ]
+                .into_iter()
+                .min_by_key(|&(at, _)| at)
+                .unwrap_or((u64::MAX, Event::Round));
+                (i, at, kind)
             })
             .min_by_key(|&(i, at, _)| (at, i))
         {
@@ -251,7 +296,11 @@ impl Timed {
                 break;
             }
             self.now = at;
-            self.round(i, refresh);
+            match kind {
+                Event::Register => self.register(i),
+                Event::Refresh => self.round(i, true),
+                Event::Round => self.round(i, false),
+            }
         }
         self.now = until;
     }
@@ -386,7 +435,7 @@ fn life(seed: u64) -> (Timed, Measured) {
     sim.run_until(restart_at);
     if let Some(&leader) = sim.leaders_at(restart_at).iter().next() {
         sim.kill(leader);
-        sim.run_until(restart_at + rng.range(50, 600));
+        sim.run_until(restart_at + rng.range(50, 2500));
         sim.start(leader);
         sim.run_until(restart_at + 15 * I);
         m.restart_missed = sim.missed_firings(restart_at, restart_at + 15 * I);
@@ -478,8 +527,10 @@ fn intervals(ms: u64) -> String {
 /// Today's liveness, asserted so it cannot get worse unnoticed (in ms of simulated time, or
 /// firings). The targets: cold start ≤ 2 intervals, failover median ≤ 1 interval and
 /// at most one firing missed (neither met yet), 0 firings missed at a rejoin (met since
-/// leadership is sticky, rule 4a; it was a median of 2 and a maximum of 3 before).
-const COLD_START_MAX_MS: u64 = 3 * I + I / 2;
+/// leadership is sticky, rule 4a; it was a median of 2 and a maximum of 3 before). The cold
+/// start includes the shims' registrations since they are simulated (median 4.13, max 4.39
+/// intervals; 2.87 and 3.37 without them).
+const COLD_START_MAX_MS: u64 = 4 * I + I / 2;
 const FAILOVER_MAX_MS: u64 = I + I / 2;
 const FAILOVER_MISSED_MAX: u64 = 2;
 

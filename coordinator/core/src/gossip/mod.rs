@@ -94,6 +94,13 @@
 //!    claim, so it does not count as appearing too soon: a leader restarted at once (a deploy)
 //!    comes back as a follower instead of pulling the lead back with a gap.
 //!
+//!    A peer's own report this round outranks a witness's relay of its claim: a claimant
+//!    whose report (agreed, syncing or drifted) does not list itself in `leading` is no
+//!    claimant, whatever a witness saw it do a round ago. A leader restarted at once comes
+//!    back not leading while a witness still relays its old claim; following that relay
+//!    leaves nobody leading until the witness's next round (the timed simulator lost three
+//!    firings that way when the new instance's job set was published early).
+//!
 //!    A peer whose report has no `leading` at all predates this rule: while one is agreed, this
 //!    node elects the plain lowest candidate, as that peer does. Only the old node's direct
 //!    peers switch: across a bridge (a new node that sees the old one only through a witness)
@@ -110,6 +117,7 @@
 //!    rule 4's quorate rounds, rule 4a's two rounds, the one-hop debounce); a lead begun in a
 //!    refresh counts from the next full round. Losses take effect at once, as in a round. A
 //!    leader known only through a witness for longer (a bridge) asks no more.
+
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
 //!    *and* [`RoundView::self_candidate`] holds (rule 4's delay; `quorate` alone lets two

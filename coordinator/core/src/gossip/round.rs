@@ -273,6 +273,28 @@ impl GossipState {
             self.first_seen.entry(name.clone()).or_insert(round_no);
         }
         let legacy = agreed_reports.iter().any(|r| r.leading.is_none());
+        // A peer's own report from this round is fresher than any witness's relay of it: a
+        // peer that does not list itself in `leading` does not lead now, whatever a witness
+        // saw it do before (a leader restarted at once must not be followed for a round on an
+        // old instance's claim).
+        let denies: BTreeSet<&str> = self
+            .peers
+            .iter()
+            .zip(&reports)
+            .filter(|(p, _)| {
+                matches!(
+                    p.status,
+                    Some(PeerStatus::Agreed | PeerStatus::Syncing | PeerStatus::Drifted)
+                )
+            })
+            .filter_map(|(_, r)| *r)
+            .filter(|r| {
+                r.leading
+                    .as_deref()
+                    .is_some_and(|l| !l.contains(&r.node_name))
+            })
+            .map(|r| r.node_name.as_str())
+            .collect();
         let mut seen_leading = BTreeSet::new();
         let mut claims = BTreeSet::new();
         for r in &agreed_reports {
@@ -282,6 +304,8 @@ impl GossipState {
                 }
                 if name == &r.node_name {
                     seen_leading.insert(name.clone());
+                } else if denies.contains(name.as_str()) {
+                    continue;
                 }
                 claims.insert(name.clone());
             }
