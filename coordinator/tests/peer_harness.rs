@@ -36,6 +36,7 @@ pub(crate) fn report(name: &str) -> PeerReport {
         ran_reboot_jobs: vec![],
         standing_down: false,
         leading: Some(vec![]),
+        elects: None,
     }
 }
 

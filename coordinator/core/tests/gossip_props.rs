@@ -84,6 +84,8 @@ fn report() -> impl Strategy<Value = PeerReport> {
                     candidates_truncated: 0,
                     ran_reboot_jobs: Vec::new(),
                     standing_down,
+                    // Any vote, hostile ones included: a name from the pool or none.
+                    elects: vouched_leading.first().cloned(),
                     leading: if spread { None } else { Some(vouched_leading) },
                 }
             },

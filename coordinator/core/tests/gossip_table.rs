@@ -646,6 +646,45 @@ fn a_witness_relaying_a_claim_its_claimant_no_longer_makes_is_not_followed() {
     assert_eq!(v.leader.as_deref(), Some("a"));
 }
 
+/// Rule 4c: the lowest node, which every other configured node agrees with, attests and
+/// elects, counts itself at once instead of after rule 4's three quorate rounds, but only
+/// once its own advert has made it their candidate. A node that is not the lowest, or lacks
+/// one vote, waits the three rounds.
+#[test]
+fn the_lowest_node_elected_by_every_peer_counts_itself_without_waiting() {
+    let voting = |name: &str, me: &LocalNode, vote: Option<&str>| {
+        let mut r = leading_report(name, me, &[]);
+        r.elects = vote.map(str::to_owned);
+        rep(r)
+    };
+    // Round 0: quorate (its advert is not out yet); round 1: elected by both, it leads.
+    let me = local("a", 3);
+    let mut st = GossipState::new(2, 0);
+    let polls = [voting("b", &me, Some("a")), voting("c", &me, Some("a"))];
+    assert_eq!(st.round(&me, &polls, 0).leader.as_deref(), Some("b"));
+    let v = st.round(&me, &polls, 1);
+    assert_eq!(
+        v.leader.as_deref(),
+        Some("a"),
+        "elected by all on its second round"
+    );
+    assert_eq!(v.advert.elects.as_deref(), Some("a"));
+
+    // One vote missing: rule 4's three rounds.
+    let mut st = GossipState::new(2, 0);
+    let split = [voting("b", &me, Some("a")), voting("c", &me, Some("b"))];
+    let led: Vec<Option<String>> = (0..3).map(|r| st.round(&me, &split, r).leader).collect();
+    assert_eq!(led, [Some("b".into()), Some("b".into()), Some("a".into())]);
+
+    // Not the lowest: b, elected by a and c, still waits (a could count itself first).
+    let b = local("b", 3);
+    let mut st = GossipState::new(2, 0);
+    let votes = [voting("a", &b, Some("b")), voting("c", &b, Some("b"))];
+    for round in 0..2 {
+        assert_ne!(st.round(&b, &votes, round).leader.as_deref(), Some("b"));
+    }
+}
+
 /// Rule 4a from the leader's side: a lower candidate that appears once this node has led for
 /// two rounds joined a cluster that had a leader, and does not take the lead; one that appears
 /// within two rounds of the first lead may not have seen the claim in time, so the plain rule

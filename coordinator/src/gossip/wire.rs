@@ -221,6 +221,9 @@ pub fn check(r: &PeerReport) -> Result<(), WireError> {
     if let Some(leading) = &r.leading {
         list("leading", leading, MAX_CANDIDATES)?;
     }
+    if let Some(elects) = &r.elects {
+        string("elects", elects)?;
+    }
     Ok(())
 }
 
@@ -251,6 +254,7 @@ mod tests {
             ran_reboot_jobs: vec![],
             standing_down: false,
             leading: Some(vec![]),
+            elects: None,
         }
     }
 

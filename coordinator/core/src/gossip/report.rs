@@ -95,6 +95,10 @@ pub struct PeerReport {
     /// Absent from the JSON when false, so older peers read it as false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub standing_down: bool,
+    /// Whom the reporter elects (its leader, itself when it leads; rule 4c), `None` when it
+    /// has none. Absent from the JSON when `None`; a peer from before this field never votes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elects: Option<String>,
 }
 
 /// This node's own identity and cluster settings, as the gossip round and its

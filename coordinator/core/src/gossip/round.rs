@@ -82,6 +82,9 @@ pub struct GossipState {
     first_seen: BTreeMap<String, u64>,
     /// Full rounds left in which an unconfirmed leader asks for refreshes (rule 4b).
     recheck_rounds: u32,
+    /// The advert of the last fold made this node a candidate for its peers (quorate, not
+    /// standing down): the votes they cast since were cast for what it still is (rule 4c).
+    advertised_candidate: bool,
 }
 
 fn fits(s: &str) -> bool {
@@ -109,6 +112,7 @@ impl GossipState {
             prev_truncated: 0,
             standing_down: false,
             round_no: 0,
+            advertised_candidate: false,
             lead_start: None,
             first_seen: BTreeMap::new(),
             recheck_rounds: 0,
@@ -245,6 +249,24 @@ impl GossipState {
         } else {
             self.quorate_streak.saturating_add(1)
         };
+        // Rule 4c: every configured peer (two at least) agrees with me, attests me, elects me,
+        // and has a higher name, and my last advert already made me their candidate. None of
+        // them leads (each defers to me), none can outrank me by name, and each keeps
+        // deferring at its next fold (it reads an advert of mine that still makes me a
+        // candidate), so rule 4's wait buys nothing: I count myself now, for good.
+        let peers_total = effective_size.saturating_sub(1);
+        let elected_by_all = quorate
+            && !self.standing_down
+            && self.advertised_candidate
+            && peers_total >= 2
+            && agreed_reports.len() == peers_total
+            && mutual.len() == peers_total
+            && agreed_reports.iter().all(|r| {
+                r.node_name > local.name && r.elects.as_deref() == Some(local.name.as_str())
+            });
+        if elected_by_all {
+            self.quorate_streak = self.quorate_streak.max(SELF_CANDIDATE_ROUNDS);
+        }
         let mut candidates = direct.clone();
         if self.quorate_streak < SELF_CANDIDATE_ROUNDS {
             candidates.remove(&local.name);
@@ -428,6 +450,7 @@ impl GossipState {
             });
         }
         self.prev_truncated = candidates_truncated;
+        self.advertised_candidate = quorate && !self.standing_down;
         let advert = Advert {
             members,
             mutual_agreeing: mutual.iter().cloned().collect(),
@@ -440,6 +463,7 @@ impl GossipState {
             elect_leader: local.elect_leader,
             standing_down: self.standing_down,
             leading: seen_leading.iter().take(MAX_CANDIDATES).cloned().collect(),
+            elects: leader.clone(),
         };
 
         let peers = self

@@ -163,6 +163,8 @@ pub struct Advert {
     pub standing_down: bool,
     /// Nodes seen leading, itself included when it leads (rule 4a), sorted and capped.
     pub leading: Vec<String>,
+    /// Whom this node elects (rule 4c).
+    pub elects: Option<String>,
 }
 
 impl Advert {
@@ -248,6 +250,7 @@ impl RoundView {
             ran_reboot_jobs,
             standing_down: a.standing_down,
             leading: Some(a.leading.clone()),
+            elects: a.elects.clone(),
         }
     }
 }
@@ -270,5 +273,6 @@ pub fn fresh_report(local: &LocalNode) -> PeerReport {
         ran_reboot_jobs: Vec::new(),
         standing_down: false,
         leading: Some(Vec::new()),
+        elects: None,
     }
 }
