@@ -388,9 +388,11 @@ impl GossipBackend {
         rotation_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
         rotation_timer.tick().await;
 
-        // Rule 4b: extra rounds while the leader is known only through a witness's report.
+        // Rule 4b: extra rounds while the leader is known only through a witness's report,
+        // while booting, and after this node's job set changed.
         let mut refresh_at: Option<Instant> = None;
         let mut refreshes_left = 0u32;
+        let mut last_fold = Instant::now();
         loop {
             let refresh_due = async {
                 match refresh_at {
@@ -419,6 +421,15 @@ impl GossipBackend {
                 // deadline must not speed up the round-counted rules (drift, the one-hop
                 // duplicate debounce).
                 () = crate::cluster::changed(&mut ctx.overdue) => refresh = true,
+                // A shim registered (or a reload changed the jobs): publish the new job set in
+                // a refresh, so the peers need not wait for this node's next round to agree
+                // with it; a quarter interval after the last fold at the earliest, so a burst
+                // of registrations costs at most four folds an interval.
+                () = crate::cluster::changed(&mut ctx.job_set) => {
+                    let at = (last_fold + s.interval / 4).max(Instant::now());
+                    refresh_at = Some(refresh_at.map_or(at, |r| r.min(at)));
+                    continue;
+                }
                 () = refresh_due => refresh = true,
             }
             refresh_at = None;
@@ -470,7 +481,8 @@ impl GossipBackend {
                 () = collect => {}
             }
 
-            let job_set = ctx.job_set.borrow().clone();
+            // Marked seen: a change this fold already carries needs no refresh of its own.
+            let job_set = ctx.job_set.borrow_and_update().clone();
             local.job_set_id = job_set.id.to_string();
             summary.refresh(&job_set, &ctx.ledger, crate::clock::now_ms());
             let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -479,7 +491,11 @@ impl GossipBackend {
             } else {
                 state.round(&local, &latest, now_ms)
             };
-            if rv.recheck && refreshes_left > 0 {
+            last_fold = Instant::now();
+            let booting = started.elapsed() < s.interval * BOOT_REFRESH_INTERVALS
+                && s.elect_leader
+                && !rv.self_candidate;
+            if (rv.recheck || booting) && refreshes_left > 0 {
                 refreshes_left -= 1;
                 // From the end of this round's polls: a slow poll (a silent peer holding it to
                 // `connectTimeout`) must not make refreshes run back to back.
@@ -673,6 +689,11 @@ fn iso8601(ms: i64) -> Option<String> {
 /// leader it follows is known only through a witness (rule 4b of the gossip core): a quarter
 /// interval apart, so the survivors of a dead leader learn of it within about an interval.
 const REFRESHES_PER_ROUND: u32 = 3;
+
+/// For how many intervals after its start a node that does not count itself a candidate yet
+/// takes refreshes between its rounds (same budget): a joint boot's mutual attestation then
+/// completes in quarter intervals instead of whole ones.
+const BOOT_REFRESH_INTERVALS: u32 = 5;
 
 /// One peer's poller: idle between polls, or out on a poll task.
 enum Slot {

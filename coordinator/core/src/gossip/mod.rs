@@ -119,7 +119,7 @@
 //!    saw it stand down. A peer without the field never votes, so a cluster with an older
 //!    node keeps rule 4's wait. It covers the common cases, a joint boot and a restart of the
 //!    lowest node with every node up; the timed simulator's cold start went from median 4.13
-//!    to 3.12 intervals.
+//!    to 3.12 intervals (1.08 with the boot refreshes of rule 4b's manager, below).
 //!
 //!    **4b. Rechecks** ([`GossipState::refresh`], [`RoundView::recheck`]). When the leader
 //!    this node follows stops answering, a witness's report from before that still vouches for
@@ -132,6 +132,14 @@
 //!    rule 4's quorate rounds, rule 4a's two rounds, the one-hop debounce); a lead begun in a
 //!    refresh counts from the next full round. Losses take effect at once, as in a round. A
 //!    leader known only through a witness for longer (a bridge) asks no more.
+//!
+//!    The manager also takes refreshes (same budget) while it boots, for its first five
+//!    intervals until it counts itself a candidate, and once, a quarter interval after its
+//!    last fold at the earliest, when its own job set changes (a shim registered), so its
+//!    peers read the new job set without waiting for its next round. With rule 4c this is
+//!    what makes a cold start short: the attestation and the votes travel in quarter
+//!    intervals (the timed simulator: median 1.08 intervals from the last start to the first
+//!    leader, 3.12 with rule 4c alone). Rule 4's three rounds still count whole rounds.
 
 //! 5. **Spread**: the coordinator places each Leader job by rendezvous over
 //!    `agreeing ∪ vouched_unconfirmed`, and this node owns a job only when it is the owner
