@@ -413,3 +413,46 @@ async fn a_kept_alive_connection_closed_under_the_poll_is_retried_on_a_new_one()
     );
     serving.abort();
 }
+
+/// A peer that stops (its process exits and its sockets close) wakes the poller's close
+/// notification at once, long before the next poll, so the manager can look again instead of
+/// waiting out the interval (a crashed leader's failover).
+#[tokio::test]
+async fn a_peer_that_stops_wakes_the_close_notification() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("ca");
+    let a = ca
+        .write_node(&dir.path().join("a"), "a", &["127.0.0.39"])
+        .unwrap();
+    let b = ca
+        .write_node(&dir.path().join("b"), "b", &["127.0.0.40"])
+        .unwrap();
+    let served = serve(
+        "127.0.0.40",
+        &b,
+        ServedBody::encode(&report("b"), &[]),
+        false,
+    )
+    .await;
+    let closed = Arc::new(tokio::sync::Notify::new());
+    let mut poller = Poller::new(served.host.clone()).notify_on_close(closed.clone());
+    let out = poller.poll(&client(&a), TIMEOUT).await;
+    assert!(matches!(out.outcome, PollOutcome::Report(_)));
+    // Nothing closed yet: no wake-up.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), closed.notified())
+            .await
+            .is_err()
+    );
+    drop(served);
+    tokio::time::timeout(TIMEOUT, closed.notified())
+        .await
+        .expect("the close woke the notification");
+    // A connection the poller drops itself wakes nobody.
+    drop(poller);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), closed.notified())
+            .await
+            .is_err()
+    );
+}

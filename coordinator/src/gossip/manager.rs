@@ -361,12 +361,17 @@ impl GossipBackend {
         );
 
         let mut rotation = Rotation::new(mesh.tls_paths, mesh.tls.fingerprint);
+        // A peer closed a kept-alive connection: its process likely exited (a crashed leader
+        // closes its sockets at once), so look again now instead of at the next round.
+        let peer_closed = Arc::new(tokio::sync::Notify::new());
         let mut slots: Vec<Slot> = s
             .peers
             .iter()
             .map(|h| {
                 Slot::Idle(Box::new(
-                    Poller::new(h.clone()).reading_node_stats(s.observability),
+                    Poller::new(h.clone())
+                        .reading_node_stats(s.observability)
+                        .notify_on_close(peer_closed.clone()),
                 ))
             })
             .collect();
@@ -423,9 +428,16 @@ impl GossipBackend {
                 () = crate::cluster::changed(&mut ctx.overdue) => refresh = true,
                 // A shim registered (or a reload changed the jobs): publish the new job set in
                 // a refresh, so the peers need not wait for this node's next round to agree
-                // with it; a quarter interval after the last fold at the earliest, so a burst
-                // of registrations costs at most four folds an interval.
-                () = crate::cluster::changed(&mut ctx.job_set) => {
+                // with it. A peer closed its connection (it exited): look again now. Either
+                // is a refresh a quarter interval after the last fold at the earliest, so a
+                // burst of registrations or a flapping peer costs at most four folds an
+                // interval.
+                () = async {
+                    tokio::select! {
+                        () = crate::cluster::changed(&mut ctx.job_set) => {}
+                        () = peer_closed.notified() => {}
+                    }
+                } => {
                     let at = (last_fold + s.interval / 4).max(Instant::now());
                     refresh_at = Some(refresh_at.map_or(at, |r| r.min(at)));
                     continue;

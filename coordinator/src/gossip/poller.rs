@@ -92,6 +92,9 @@ pub struct Poller {
     last: Option<PeerBody>,
     read_node_stats: bool,
     node_stats: Option<PeerNodeStats>,
+    /// Woken when the peer closes a kept-alive connection of this poller (its process
+    /// exited or restarted); a connection this poller drops itself wakes nobody.
+    closed: Option<Arc<tokio::sync::Notify>>,
 }
 
 enum Failure {
@@ -113,7 +116,16 @@ impl Poller {
             last: None,
             read_node_stats: false,
             node_stats: None,
+            closed: None,
         }
+    }
+
+    /// Wakes `closed` whenever the peer closes one of this poller's kept-alive connections:
+    /// a crashed or stopped process closes its sockets at once, long before the next poll.
+    #[must_use]
+    pub fn notify_on_close(mut self, closed: Arc<tokio::sync::Notify>) -> Self {
+        self.closed = Some(closed);
+        self
     }
 
     /// Whether to read the peer's `X-Cronstable-Node-Stats` header (`cluster.observability`);
@@ -281,8 +293,13 @@ impl Poller {
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| classify(host, "HTTP handshake failed", &e))?;
+        let closed = self.closed.clone();
+        // Dropping the `Connection` aborts this task, so only the peer's side ends it here.
         let driver = crate::spawn(async move {
             let _ = conn.await;
+            if let Some(closed) = closed {
+                closed.notify_one();
+            }
         });
         Ok(Connection {
             sender,
