@@ -3,7 +3,7 @@
 //! core's schedule checker over the hosts' run logs (issue 7).
 //!
 //! Each job's command is a small script that appends a `start` event, sleeps the job's
-//! duration, and appends an `end` event to its host's JSONL log (`t` from `date +%s%N`; the
+//! duration, and appends an `end` event to its host's JSONL log (`t` from `date +%s%3N`; the
 //! namespaces share one kernel clock, so no clock correction is needed). The harness reads the
 //! logs directly, never through the system under test.
 //!
@@ -132,17 +132,44 @@ fn crontab(jobs: &[GenJob], recorder: &Path) -> String {
 
 const RECORDER: &str = r#"#!/bin/sh
 # Appends a start and an end event for this run to the host's log ($RUNLOG). A run the shim
-# stops with SIGTERM (a rolling restart stops the shim, which forwards SIGTERM to its jobs)
-# really ends then, so it records its end before exiting; only a run whose process is killed
-# outright stays incomplete.
+# stops with SIGTERM (a rolling restart stops the shim, which sends SIGTERM to the job's whole
+# process group) really ends then, so it records its end before exiting; only a run whose
+# process is killed outright stays incomplete.
+#
+# The signal also reaches the `date` inside a command substitution, which then comes out
+# empty: the time is taken again until it is whole, and a TERM that lands while the start is
+# written only marks the run as stopped, so the line is never torn.
 id="$CRONSTABLE_FIRING_ID-$$"
-ms() { echo $(( $(date +%s%N) / 1000000 )); }
-ev() { echo "{\"ev\":\"$1\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$(ms)}" >> "$RUNLOG"; }
-trap 'ev end; exit 143' TERM
+ev() {
+  t=""
+  for _ in 1 2 3 4 5; do
+    t=$(date +%s%3N)
+    case "$t" in ''|*[!0-9]*) t="" ;; *) break ;; esac
+  done
+  [ -n "$t" ] || return 0
+  echo "{\"ev\":\"$1\",\"job\":\"$CRONSTABLE_JOB\",\"node\":\"$NODE\",\"runId\":\"$id\",\"t\":$t}" >> "$RUNLOG"
+}
+stopped=0
+trap 'stopped=1' TERM
 ev start
+trap 'trap "" TERM; ev end; exit 143' TERM
+if [ "$stopped" = 1 ]; then trap "" TERM; ev end; exit 143; fi
 sleep "$1"
+trap "" TERM
 ev end
 "#;
+
+/// Writes the job recorder into `dir` as an executable script; returns its path.
+fn write_recorder(dir: &Path) -> PathBuf {
+    let recorder = dir.join("record.sh");
+    std::fs::write(&recorder, RECORDER).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&recorder)
+        .status()
+        .unwrap();
+    recorder
+}
 
 /// The moments a check needs.
 #[derive(Debug, Clone, Copy)]
@@ -272,13 +299,7 @@ impl Bench {
                 std::fs::write(&node.config, yaml).unwrap();
             }
         }
-        let recorder = dir.join("record.sh");
-        std::fs::write(&recorder, RECORDER).unwrap();
-        Command::new("chmod")
-            .arg("+x")
-            .arg(&recorder)
-            .status()
-            .unwrap();
+        let recorder = write_recorder(dir);
         std::fs::write(dir.join("crontab"), crontab(jobs, &recorder)).unwrap();
         let mut bench = Bench {
             lab,
@@ -865,5 +886,53 @@ impl RunResult {
             out.push(format!("rejoin: {f}"));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    /// A rolling restart stops the shim, which sends SIGTERM to each job's whole process group:
+    /// the recorder's own `date` may die with it. Every line the recorder writes must still be
+    /// one whole event, or the checker reads the log as corrupt and the run's verdict is
+    /// Unknown (CI, seed 1796593041354: `"t":}`).
+    #[test]
+    fn a_recorder_stopped_at_any_moment_writes_only_whole_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = write_recorder(dir.path());
+        let log = dir.path().join("runs.jsonl");
+        for i in 0..200u64 {
+            let mut child = Command::new(&recorder)
+                .arg("1")
+                .env("RUNLOG", &log)
+                .env("NODE", "n1")
+                .env("CRONSTABLE_JOB", "job")
+                .env("CRONSTABLE_FIRING_ID", i.to_string())
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            // The stimulus, not a synchronisation: the signal lands at a different point of
+            // the script each time (before, during and after the start event).
+            std::thread::sleep(Duration::from_micros((i % 12) * 500));
+            Command::new("kill")
+                .args(["-TERM", "--", &format!("-{}", child.id())])
+                .status()
+                .unwrap();
+            child.wait().unwrap();
+        }
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut starts = 0;
+        for (n, line) in text.lines().enumerate() {
+            let event: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("line {}: {e}: {line}", n + 1));
+            assert!(event["t"].is_i64(), "line {}: no time: {line}", n + 1);
+            if event["ev"] == "start" {
+                starts += 1;
+            }
+        }
+        assert!(starts > 0, "no run ever started:\n{text}");
     }
 }
