@@ -197,7 +197,18 @@ pub async fn run(
         .webhook
         .clone()
         .map(observe::notify::Notifier::start);
+    // The OS process's start (the standard process_start_time_seconds); a library caller
+    // running several coordinators in one process shares it, each with its own instance id.
+    let started_at = observe::process::os_start_ms().unwrap_or_else(clock::now_ms);
+    let process = observe::process::ProcessInfo::started(started_at)
+        .with_restarts(count_restarts(&config, &node_name));
+    tracing::info!(
+        instance_id = process.instance_id,
+        restarts = process.restarts,
+        "coordinator started"
+    );
     let (state, live_tx) = CoordinatorState::new(view_rx.clone())
+        .with_process(process)
         .with_notifier(notifier)
         .with_handoffs(manager.handoffs.clone())
         .with_reboot_store(manager.reboot_store.clone())
@@ -356,4 +367,26 @@ pub async fn run(
     }
     tracing::info!("coordinator stopped");
     Ok(())
+}
+
+/// Counts this start in `state.path` (when the run ledger is kept there) and returns the
+/// starts before it; `None` without `state.path`, or when it cannot be written (a WARN says
+/// why: the coordinator still starts, and the ledger's own open reports an unusable path).
+fn count_restarts(config: &Config, node_name: &str) -> Option<u64> {
+    let dir = config.state.path.as_ref()?;
+    match observe::process::count_start(dir, node_name) {
+        Ok(counted) => {
+            if let Some(aside) = &counted.set_aside {
+                tracing::warn!(
+                    file = %aside.display(),
+                    "the restart count could not be read; it was set aside and counts from 0"
+                );
+            }
+            Some(counted.restarts)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "restarts are not counted");
+            None
+        }
+    }
 }

@@ -168,6 +168,8 @@ pub struct CoordinatorState {
     next_request: Arc<AtomicU64>,
     /// The election stamps this process hands its executors (cronstable_core::mode).
     stamps: Arc<Mutex<Stamps>>,
+    /// When this coordinator started, its instance id and restart count.
+    pub process: Arc<crate::observe::process::ProcessInfo>,
 }
 
 impl CoordinatorState {
@@ -191,7 +193,17 @@ impl CoordinatorState {
                 ElectionMode::Unknown,
                 crate::clock::now_ms(),
             ))),
+            process: Arc::new(crate::observe::process::ProcessInfo::started(
+                crate::clock::now_ms(),
+            )),
         }
+    }
+
+    /// Says `process` about this coordinator (its start, instance id and restart count).
+    pub fn with_process(mut self, process: crate::observe::process::ProcessInfo) -> Self {
+        self.metrics.set_process(&process);
+        self.process = Arc::new(process);
+        self
     }
 
     /// Sends failed runs to `notifier`.

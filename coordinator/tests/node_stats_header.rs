@@ -18,6 +18,7 @@ fn stats(cpu: f64) -> PeerNodeStats {
         memory_used_percent: Some(50.0),
         memory_total_bytes: Some(8 << 30),
         memory_available_bytes: Some(4 << 30),
+        started_at_s: Some(1_700_000_000),
     }
 }
 

@@ -35,6 +35,11 @@ pub struct PeerNodeStats {
     pub memory_total_bytes: Option<u64>,
     /// Available memory in bytes.
     pub memory_available_bytes: Option<u64>,
+    /// When the node's coordinator process started, Unix seconds, for its uptime on the
+    /// dashboard. Absent from older nodes' values; an older node reading a value that has it
+    /// (unknown fields are refused) shows "no stats" for this node until it is upgraded too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_s: Option<i64>,
 }
 
 impl PeerNodeStats {
@@ -48,6 +53,8 @@ impl PeerNodeStats {
             memory_available_bytes: snapshot
                 .get("memory_available_bytes")
                 .and_then(Value::as_u64),
+            // The process start is this process's, not a reading: taken from /proc once.
+            started_at_s: crate::observe::process::os_start_ms().map(|ms| ms / 1000),
         };
         stats.plausible().then_some(stats)
     }
@@ -80,6 +87,7 @@ impl PeerNodeStats {
             _ => true,
         };
         (1..=MAX_CPUS).contains(&self.cpus)
+            && self.started_at_s.is_none_or(|s| s > 0)
             && percent(self.cpu_percent)
             && percent(self.memory_used_percent)
             && memory
@@ -97,6 +105,7 @@ mod tests {
             memory_used_percent: Some(40.0),
             memory_total_bytes: Some(16 << 30),
             memory_available_bytes: Some(9 << 30),
+            started_at_s: crate::observe::process::os_start_ms().map(|ms| ms / 1000),
         }
     }
 
@@ -111,6 +120,12 @@ mod tests {
         };
         let header = first.to_header().unwrap();
         assert_eq!(PeerNodeStats::from_header(&header), Some(first));
+        // An older node's value, without the start time, still reads.
+        let older = HeaderValue::from_static(
+            r#"{"cpus":2,"cpu_percent":5,"memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":1}"#,
+        );
+        let read = PeerNodeStats::from_header(&older).expect("an older value");
+        assert_eq!(read.started_at_s, None);
     }
 
     #[test]
@@ -131,6 +146,8 @@ mod tests {
             r#"{"cpus":2,"cpu_percent":5,"memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":2}"#,
             r#"{"cpus":2,"cpu_percent":"5","memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":1}"#,
             r#"{"cpus":2,"cpu_percent":5,"memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":1,"leader":"me"}"#,
+            r#"{"cpus":2,"cpu_percent":5,"memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":1,"started_at_s":-1}"#,
+            r#"{"cpus":2,"cpu_percent":5,"memory_used_percent":1,"memory_total_bytes":1,"memory_available_bytes":1,"started_at_s":"x"}"#,
             long.as_str(),
         ] {
             let value = HeaderValue::from_str(bad).unwrap();

@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::{FiringKind, Verdict};
 use prometheus::{
-    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
-    Opts, Registry, TextEncoder,
+    Counter, Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use serde_json::Value;
 
@@ -76,6 +76,12 @@ struct Inner {
     refused_calls: IntCounterVec,
     executor_overdue: IntGauge,
     clock_skew: Gauge,
+    process_start: Gauge,
+    process_cpu: Counter,
+    process_resident: IntGauge,
+    process_virtual: IntGauge,
+    process_open_fds: IntGauge,
+    process_max_fds: IntGauge,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -234,6 +240,43 @@ impl Metrics {
                 r.register(Box::new(g.clone())).expect("registered once");
                 g
             },
+            // The standard process series every Prometheus client library exports, by their
+            // usual names, so existing dashboards and alerts (restart loops: a start time that
+            // keeps moving) work as they are.
+            process_start: {
+                let g = Gauge::new(
+                    "process_start_time_seconds",
+                    "Start time of the process since unix epoch in seconds.",
+                )
+                .expect("a valid metric name");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            process_cpu: {
+                let c = Counter::new(
+                    "process_cpu_seconds_total",
+                    "Total user and system CPU time spent in seconds.",
+                )
+                .expect("a valid metric name");
+                r.register(Box::new(c.clone())).expect("registered once");
+                c
+            },
+            process_resident: gauge(
+                &r,
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+            ),
+            process_virtual: gauge(
+                &r,
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+            ),
+            process_open_fds: gauge(&r, "process_open_fds", "Number of open file descriptors."),
+            process_max_fds: gauge(
+                &r,
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            ),
             firings: counter_vec(
                 &jr,
                 "cronstable_job_firings_total",
@@ -271,6 +314,25 @@ impl Metrics {
         inner.refused_calls.with_label_values(&["grpc"]);
         Self {
             inner: Arc::new(inner),
+        }
+    }
+
+    /// Says when this process started and, when `state.path` counts them, how many starts
+    /// came before it (`cronstable_restarts_total`, absent without a count).
+    pub fn set_process(&self, process: &crate::observe::process::ProcessInfo) {
+        let m = &self.inner;
+        m.process_start.set(process.started_at_ms as f64 / 1000.0);
+        if let Some(restarts) = process.restarts {
+            let c = IntCounter::new(
+                "cronstable_restarts_total",
+                "Times this node's coordinator started before this process, as counted in \
+                 state.path (absent without state.path). A climbing count is a restart loop.",
+            )
+            .expect("a valid metric name");
+            // Set once per process; a second call (a builder used twice) keeps the first.
+            if m.registry.register(Box::new(c.clone())).is_ok() {
+                c.inc_by(restarts);
+            }
         }
     }
 
@@ -404,6 +466,22 @@ impl Metrics {
             m.size.set(1);
             m.quorum.set(1);
         }
+        let usage = crate::observe::process::usage();
+        if let Some(cpu) = usage.cpu_seconds {
+            let delta = cpu - m.process_cpu.get();
+            if delta > 0.0 {
+                m.process_cpu.inc_by(delta);
+            }
+        }
+        let set = |g: &IntGauge, v: Option<u64>| {
+            if let Some(v) = v {
+                g.set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+        };
+        set(&m.process_resident, usage.resident_bytes);
+        set(&m.process_virtual, usage.virtual_bytes);
+        set(&m.process_open_fds, usage.open_fds);
+        set(&m.process_max_fds, usage.max_fds);
         // Read before encoding: an observation made while encoding leaves the text stale.
         let generation = m.job_generation.load(Ordering::Acquire);
         let job_text = match one_scrape.as_ref() {
@@ -582,7 +660,18 @@ mod tests {
         let first = m.render(&off);
         let runs = "cronstable_job_runs_total{job=\"backup\",result=\"success\"}";
         assert_eq!(line(&first, runs), Some(format!("{runs} 1").as_str()));
-        assert_eq!(m.render(&off), first, "nothing changed: the same text");
+        // The process series are read anew at every scrape (the RSS moves under the test).
+        let steady = |text: &str| -> String {
+            text.lines()
+                .filter(|l| !l.starts_with("process_"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(
+            steady(&m.render(&off)),
+            steady(&first),
+            "nothing changed: the same text"
+        );
         m.observe(&finished());
         let second = m.render(&off);
         assert_eq!(line(&second, runs), Some(format!("{runs} 2").as_str()));

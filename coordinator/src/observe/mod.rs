@@ -1,12 +1,14 @@
 //! What this node shows the operator about itself, beside the decisions: the Prometheus series
 //! ([`metrics`]), leadership and quorum edges ([`events`]) sent to the `notify:` webhook
 //! ([`notify`]), and the per-job run summary ([`summary`]) with its next fire ([`next_fire`])
-//! that `GET /jobs`, the gossip `/peer` body and `GET /fleet` show. Everything here reads the
+//! that `GET /jobs`, the gossip `/peer` body and `GET /fleet` show, and this process's start,
+//! instance and restart count ([`process`]). Everything here reads the
 //! view, the ledger and the job set; nothing here feeds a decision.
 
 pub mod events;
 pub mod metrics;
 pub mod next_fire;
 pub mod notify;
+pub mod process;
 pub mod repeats;
 pub mod summary;

@@ -113,6 +113,10 @@ fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
     };
     let mut body = status.to_json(&node);
     if let serde_json::Value::Object(map) = &mut body {
+        map.insert(
+            "process".into(),
+            state.process.to_json(crate::clock::now_ms()),
+        );
         if let Some(manager) = manager {
             map.insert("manager".into(), manager.into());
         }

@@ -173,6 +173,13 @@ fn parse_rss_bytes(status: &str) -> Option<u64> {
 pub(super) async fn node(State(state): State<WebState>) -> Json<Value> {
     let mut body = state.node.snapshot();
     body["node_name"] = json!(state.core.node_name());
+    // The process block gains when it started, its instance id and the restart count.
+    if let (Value::Object(process), Value::Object(info)) = (
+        &mut body["process"],
+        state.core.process.to_json(crate::clock::now_ms()),
+    ) {
+        process.extend(info);
+    }
     Json(body)
 }
 

@@ -106,6 +106,9 @@ fn the_dashboard_loads_clean_with_node_name_and_job_set_id() {
     // Inventory §8.3: the fleet view shows this node's live CPU and memory (`/node`); the CPU
     // rate needs a second sample, so it fills in on a later refresh.
     browser.wait_for_text(".fleet-node .load", "memory");
+    // The uptime, in the cluster panel (with its start time) and in the fleet view.
+    browser.wait_for_text("#uptime", "since ");
+    browser.wait_for_text(".fleet-node .load", "up ");
     wait_for("a CPU rate in the fleet view", || {
         let load = browser.text(".fleet-node .load");
         (!load.contains("cpu …")).then_some(load)

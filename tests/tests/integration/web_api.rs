@@ -567,3 +567,86 @@ fn a_job_that_can_never_fire_registers_with_a_warning_and_shows_never() {
     assert_eq!(daily["neverFires"], false, "{daily}");
     assert!(daily["nextFire"].is_string(), "{daily}");
 }
+
+/// A crash loop must show: each start is a new instance with a fresh start time, and with
+/// `state.path` the count of starts before it climbs, crash (SIGKILL) or not. `/cluster`,
+/// `/node` and `/metrics` say the same.
+#[test]
+fn a_restarted_coordinator_says_it_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let extra = format!("state:\n  path: {}\n", state.display());
+    let mut coordinator = coordinator_with(dir.path(), &extra);
+    let first = get(coordinator.web, "/cluster")["process"].clone();
+    assert_eq!(first["restarts"], 0, "{first}");
+    assert_eq!(first["instance_id"].as_str().unwrap().len(), 16, "{first}");
+    assert!(first["uptime_seconds"].as_i64().unwrap() >= 0, "{first}");
+    let node = get(coordinator.web, "/node");
+    assert_eq!(
+        node["process"]["instance_id"], first["instance_id"],
+        "{node}"
+    );
+    assert_eq!(node["process"]["restarts"], 0, "{node}");
+    assert!(node["process"]["rss_bytes"].as_u64().is_some(), "{node}");
+
+    let mut instances = vec![first["instance_id"].clone()];
+    for (n, sig) in [(1, 9), (2, 15)] {
+        coordinator.proc.signal(sig);
+        coordinator.proc.wait_exit();
+        coordinator = Coordinator::start_with(
+            coordinator.config.clone(),
+            coordinator.api.clone(),
+            coordinator.web,
+        );
+        let now = get(coordinator.web, "/cluster")["process"].clone();
+        assert_eq!(now["restarts"], n, "after restart {n}: {now}");
+        assert!(
+            !instances.contains(&now["instance_id"]),
+            "a new instance id at every start: {now}"
+        );
+        instances.push(now["instance_id"].clone());
+        let metrics = http(coordinator.web, "GET", "/metrics").unwrap().body;
+        let value = |name: &str| {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+        };
+        assert_eq!(value("cronstable_restarts_total"), f64::from(n));
+        assert!(value("process_open_fds") > 0.0);
+        assert!(value("process_resident_memory_bytes") > 0.0);
+        assert!(value("process_max_fds") > 0.0);
+        let started = chrono::DateTime::parse_from_rfc3339(now["started_at"].as_str().unwrap())
+            .unwrap()
+            .timestamp() as f64;
+        assert!(
+            (value("process_start_time_seconds") - started).abs() < 2.0,
+            "process_start_time_seconds is the start /cluster shows: {now}"
+        );
+    }
+    // One count per node name (the host's name here: no cluster section), three starts.
+    let counts: Vec<String> = std::fs::read_dir(&state)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("starts-"))
+        .collect();
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!(
+        std::fs::read_to_string(state.join(&counts[0])).unwrap(),
+        "3\n"
+    );
+}
+
+/// Without `state.path` nothing outlives the process: the count is `null`, not a made-up 0,
+/// and `cronstable_restarts_total` is absent.
+#[test]
+fn without_a_state_path_the_restart_count_is_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = Coordinator::start(dir.path());
+    let process = get(coordinator.web, "/cluster")["process"].clone();
+    assert!(process["restarts"].is_null(), "{process}");
+    let metrics = http(coordinator.web, "GET", "/metrics").unwrap().body;
+    assert!(!metrics.contains("cronstable_restarts_total"), "{metrics}");
+    assert!(metrics.contains("process_start_time_seconds "), "{metrics}");
+}

@@ -52,6 +52,16 @@ function since(iso) {
   return s < 2 ? 'just now' : `${span(s)} ago`;
 }
 
+// How long this coordinator has been up (from the server's own count, so the browser's
+// clock does not matter), and how many starts came before it when state.path counts them:
+// a crash loop shows as a short uptime beside a climbing count.
+function uptimeText(p) {
+  if (!p) return '—';
+  const up = `${span(p.uptime_seconds)} (since ${p.started_at})`;
+  if (p.restarts === null || p.restarts === undefined) return up;
+  return `${up} · ${p.restarts === 1 ? '1 restart' : `${p.restarts} restarts`} before`;
+}
+
 function roleOf(c) {
   if (!c.enabled) return ['election off: every node runs every job', ''];
   if (c.manager_error) return ['no manager', 'nq'];
@@ -96,6 +106,7 @@ function renderCluster(c) {
   $('#quorum').textContent = c.enabled ? `${c.quorum} of ${c.cluster_size}${c.quorate ? ' (quorate)' : ' (not quorate)'}` : '—';
   $('#tally').textContent = c.backend === 'gossip' ? `${agreed + 1} of ${peers.length + 1} agree (this node included)` : '—';
   $('#leader').textContent = c.leader || (c.enabled ? 'none' : '—');
+  $('#uptime').textContent = uptimeText(c.process);
   const list = $('#peers');
   list.replaceChildren(...peers.map(peerItem));
   const lease = $('#lease');
@@ -156,8 +167,9 @@ function loadLine(n) {
   if (n.error) return el('span', { class: 'bad load' }, n.error);
   const pct = (v) => (v === null || v === undefined ? '…' : `${v}%`);
   const mib = (b) => (b ? `${Math.round(b / 1048576)} MiB` : '…');
+  const up = n.process.uptime_seconds === undefined ? '' : ` · up ${span(n.process.uptime_seconds)}`;
   return el('span', { class: 'muted load' },
-    `cpu ${pct(n.cpu_percent)} of ${n.cpus} CPUs · memory ${pct(n.memory_used_percent)} used · coordinator ${pct(n.process.cpu_percent)} cpu, ${mib(n.process.rss_bytes)}`);
+    `cpu ${pct(n.cpu_percent)} of ${n.cpus} CPUs · memory ${pct(n.memory_used_percent)} used · coordinator ${pct(n.process.cpu_percent)} cpu, ${mib(n.process.rss_bytes)}${up}`);
 }
 
 // A peer's CPU/memory from its `/fleet` entry: `node_stats` is absent without
@@ -166,8 +178,9 @@ function peerLoadLine(s) {
   if (s === undefined) return null;
   if (s === null) return el('span', { class: 'muted load' }, 'no stats for that node');
   const pct = (v) => (v === null || v === undefined ? '…' : `${v}%`);
+  const up = s.started_at_s ? ` · up ${span(Math.max(0, Math.round(Date.now() / 1000 - s.started_at_s)))}` : '';
   return el('span', { class: 'muted load' },
-    `cpu ${pct(s.cpu_percent)} of ${s.cpus} CPUs · memory ${pct(s.memory_used_percent)} used`);
+    `cpu ${pct(s.cpu_percent)} of ${s.cpus} CPUs · memory ${pct(s.memory_used_percent)} used${up}`);
 }
 
 function renderFleet(f, node) {
