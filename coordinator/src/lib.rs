@@ -210,6 +210,7 @@ pub async fn run(
     let (state, live_tx) = CoordinatorState::new(view_rx.clone())
         .with_process(process)
         .with_notifier(notifier)
+        .with_statsd(config.statsd.clone())
         .with_handoffs(manager.handoffs.clone())
         .with_reboot_store(manager.reboot_store.clone())
         .reloadable();

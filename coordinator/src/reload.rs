@@ -6,6 +6,7 @@
 //! the only one that replaces it:
 //!
 //! - `notify:`: a new webhook notifier; failed runs and role edges go to it from then on;
+//! - `statsd:`: a new statsd sender (or none); the per-job figures go to it from then on;
 //! - `web.authToken`: resolved again on every reload (a token file's bytes may be all that
 //!   changed); the HTTP API checks the new token at once. A secret that does not resolve
 //!   keeps the token in force and logs why;
@@ -88,6 +89,8 @@ pub enum Reload {
 pub struct Changes {
     /// `notify:` differs.
     pub notify: bool,
+    /// `statsd:` differs.
+    pub statsd: bool,
     /// `jobs:` differs: the key, the file's path or format, or its parsed jobs.
     pub jobs: bool,
     /// The parsed `cluster:` section differs (its `nodeName` aside, which needs a restart).
@@ -181,6 +184,7 @@ pub fn changes(old: &Config, new: &Config) -> Changes {
     }
     Changes {
         notify: old.notify != new.notify,
+        statsd: old.statsd != new.statsd,
         jobs: old.jobs != new.jobs,
         cluster: without_node_name(old.cluster.as_ref()) != without_node_name(new.cluster.as_ref()),
         auth_token_source: old.web.auth_token != new.web.auth_token,
@@ -518,6 +522,21 @@ impl Supervisor {
             applied.push("notify");
         }
 
+        if ch.statsd {
+            let metrics = self.state.metrics.clone();
+            let statsd = next
+                .statsd
+                .clone()
+                .map(|c| crate::observe::statsd::Statsd::start(c, metrics));
+            self.live.send_modify(|l| {
+                *l = Arc::new(LiveHandles {
+                    statsd,
+                    ..LiveHandles::clone(l)
+                });
+            });
+            applied.push("statsd");
+        }
+
         if ch.jobs {
             match self.register_jobs(&next) {
                 Ok(()) => applied.push("jobs"),
@@ -549,8 +568,8 @@ impl Supervisor {
         self.config = next;
         if applied.is_empty() {
             tracing::info!(
-                "config reloaded: nothing that applies live changed (notify, web.authToken, \
-                 jobs, cluster)"
+                "config reloaded: nothing that applies live changed (notify, statsd, \
+                 web.authToken, jobs, cluster)"
             );
         } else {
             tracing::info!(changed = applied.join(", "), "config reloaded");

@@ -129,6 +129,8 @@ pub struct LiveHandles {
     /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
     /// one-shot's record is written there before it is answered RUN (RBT-22).
     pub reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+    /// The `statsd:` sender, when configured: sent every per-job run, duration and skip.
+    pub statsd: Option<crate::observe::statsd::Statsd>,
 }
 
 /// A receiver whose value never changes: its sender is dropped at once, and a watch receiver
@@ -211,6 +213,12 @@ impl CoordinatorState {
         self.with_live(|l| l.notifier = notifier)
     }
 
+    /// Sends the per-job figures to the statsd server of `config` (starts its sender).
+    pub fn with_statsd(self, config: Option<crate::config::StatsdConfig>) -> Self {
+        let statsd = config.map(|c| crate::observe::statsd::Statsd::start(c, self.metrics.clone()));
+        self.with_live(|l| l.statsd = statsd)
+    }
+
     /// Hands retry sequences off through `handoffs` (a lease backend's shared store).
     pub fn with_handoffs(self, handoffs: Option<crate::handoff::Handoffs>) -> Self {
         self.with_live(|l| l.handoffs = handoffs)
@@ -277,10 +285,13 @@ impl CoordinatorState {
             .is_some_and(|tx| !tx.is_closed())
     }
 
-    /// Appends one record to the ledger, counts it in the metrics, and reports a failed run
-    /// to the webhook.
+    /// Appends one record to the ledger, counts it in the metrics (and statsd), and reports a
+    /// failed run to the webhook.
     pub fn record(&self, record: Record) {
         self.metrics.observe(&record);
+        if let Some(statsd) = &self.live.borrow().statsd {
+            statsd.observe(&record);
+        }
         if record.kind == FiringKind::Reboot && matches!(record.event, Event::Started { .. }) {
             let set = self.registry.current();
             // EveryNode boot work is per node; only the deferred kinds are run once (RBT-05).

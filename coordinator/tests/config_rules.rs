@@ -356,6 +356,45 @@ fn gsp_113_observability_mesh_on_a_lease_backend_is_refused_not_ignored() {
 }
 
 #[test]
+fn statsd_defaults_and_errors_name_the_key() {
+    let on = config::parse("statsd: {}\n", "c.yaml").unwrap().config;
+    let s = on.statsd.expect("statsd: {} is statsd with its defaults");
+    assert_eq!(
+        (s.host.as_str(), s.port, s.prefix.as_str(), s.tags),
+        ("127.0.0.1", 8125, "cronstable", false)
+    );
+    let set = config::parse(
+        "statsd:\n  host: statsd.internal\n  port: 9125\n  prefix: app.cron.\n  tags: true\n",
+        "c.yaml",
+    )
+    .unwrap()
+    .config
+    .statsd
+    .unwrap();
+    assert_eq!(
+        (set.host.as_str(), set.port, set.prefix.as_str(), set.tags),
+        ("statsd.internal", 9125, "app.cron", true),
+        "a trailing dot on the prefix is dropped"
+    );
+    assert_eq!(
+        config::parse("statsd:\n", "c.yaml").unwrap().config.statsd,
+        None
+    );
+    for (text, key, needle) in [
+        ("statsd:\n  host: ' '\n", "statsd.host", "blank"),
+        ("statsd:\n  port: 0\n", "statsd.port", "1 to 65535"),
+        ("statsd:\n  port: 70000\n", "statsd.port", ""),
+        ("statsd:\n  prefix: 'a b'\n", "statsd.prefix", "' '"),
+        ("statsd:\n  prefix: 'a:b'\n", "statsd.prefix", "':'"),
+        ("statsd:\n  server: x\n", "statsd.server", "unknown"),
+    ] {
+        let e = parse_err(text).to_string();
+        assert!(e.contains(key) && e.contains(needle), "{text:?}: {e}");
+        assert!(e.contains("c.yaml:2"), "names the file and line: {e}");
+    }
+}
+
+#[test]
 fn ntf_notify_webhook_defaults_and_errors_name_the_key() {
     let loaded = config::parse(
         "notify:\n  webhook:\n    url: http://hooks.local/x\n",

@@ -21,6 +21,8 @@
 //!   path: /var/lib/cronstable         # (or `store: etcd` with cluster.backend etcd)
 //! notify:                             # optional: page someone (see `notify`)
 //!   webhook: {url: "https://hooks.internal/cron", events: [leader_change, quorum_loss]}
+//! statsd:                             # optional: per-job figures over UDP (see `statsd`)
+//!   host: 127.0.0.1
 //! jobs:                               # optional: jobs the coordinator registers itself
 //!   systemCrontab: /etc/cron.d/app    # (for cronstable-gate; see the `jobs` module)
 //! ```
@@ -78,6 +80,7 @@ mod lease;
 mod notify;
 mod raw;
 pub mod secret;
+mod statsd;
 mod validate;
 
 use std::fmt;
@@ -94,6 +97,7 @@ pub use cluster::{
 pub use jobs::{JobFileFormat, JobsConfig};
 pub use notify::{NotifyConfig, NotifyEvent, WebhookConfig};
 pub use secret::{SecretError, SecretSource};
+pub use statsd::StatsdConfig;
 
 /// `api.listen` when unset.
 pub const DEFAULT_API_LISTEN: &str = "127.0.0.1:7400";
@@ -111,6 +115,8 @@ pub struct Config {
     pub cluster: Option<ClusterConfig>,
     /// Event reporters (`notify:`); none by default.
     pub notify: NotifyConfig,
+    /// Per-job figures sent to statsd (`statsd:`); `None` (the default) sends none.
+    pub statsd: Option<StatsdConfig>,
     /// Durable local state (`state:`); none by default: history lives in memory only.
     pub state: StateConfig,
     /// A job file the coordinator loads and registers itself (`jobs:`); `None` for none.

@@ -24,6 +24,7 @@ pub(crate) struct RawConfig {
     pub(crate) web: Option<RawWeb>,
     pub(crate) cluster: Option<RawCluster>,
     pub(crate) notify: Option<super::notify::RawNotify>,
+    pub(crate) statsd: Option<super::statsd::RawStatsd>,
     pub(crate) state: Option<RawState>,
     pub(crate) jobs: Option<RawJobs>,
 }

@@ -110,6 +110,9 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
         .notify
         .map(|n| super::notify::validate(&mut ctx, n))
         .unwrap_or_default();
+    config.statsd = raw
+        .statsd
+        .and_then(|s| super::statsd::validate(&mut ctx, s));
     config.jobs = raw.jobs.and_then(|j| jobs(&mut ctx, &j));
     // File order reads best; errors without a line (none today) go last.
     ctx.errors.sort_by_key(|e| e.line.unwrap_or(usize::MAX));

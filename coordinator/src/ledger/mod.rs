@@ -60,6 +60,20 @@ impl RunEnd {
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out
     }
+
+    /// The result label of `cronstable_job_runs_total` and statsd: `timeout`, `signal`,
+    /// `success` or `failure`.
+    pub fn result(&self) -> &'static str {
+        if self.timed_out {
+            "timeout"
+        } else if self.signal.is_some() {
+            "signal"
+        } else if self.exit_code == Some(0) {
+            "success"
+        } else {
+            "failure"
+        }
+    }
 }
 
 /// What one record says.

@@ -24,7 +24,7 @@ use prometheus::{
 };
 use serde_json::Value;
 
-use crate::ledger::{Event, Record, RunEnd};
+use crate::ledger::{Event, Record};
 
 /// Every peer status the gossip backend reports; each gets a `cronstable_cluster_peers`
 /// series, zero when no peer has it, so an alert on one status never sees a missing series.
@@ -75,6 +75,7 @@ struct Inner {
     reloads: IntCounterVec,
     refused_calls: IntCounterVec,
     executor_overdue: IntGauge,
+    statsd: IntCounterVec,
     clock_skew: Gauge,
     process_start: Gauge,
     process_cpu: Counter,
@@ -229,6 +230,13 @@ impl Metrics {
                 "1 while an executor on this node has let a Leader job's due firing pass \
                  unasked (wedged or gone); a lease holder gives its lease up meanwhile.",
             ),
+            statsd: counter_vec(
+                &r,
+                "cronstable_statsd_datagrams_total",
+                "Datagrams for statsd (statsd:) by result: sent, failed (the host does not \
+                 resolve or the send fails) or dropped (the send queue was full).",
+                &["result"],
+            ),
             clock_skew: {
                 let g = Gauge::new(
                     "cronstable_cluster_clock_skew_seconds",
@@ -351,6 +359,11 @@ impl Metrics {
         self.inner.refused_calls.with_label_values(&[api]).inc();
     }
 
+    /// Counts one statsd datagram by `result` (`sent`, `failed`, `dropped`).
+    pub fn statsd_datagram(&self, result: &str) {
+        self.inner.statsd.with_label_values(&[result]).inc();
+    }
+
     /// Sets whether an executor on this node is overdue (`crate::liveness`).
     pub fn set_executor_overdue(&self, overdue: bool) {
         self.inner.executor_overdue.set(i64::from(overdue));
@@ -387,26 +400,11 @@ impl Metrics {
                     m.missed.with_label_values(&[job]).inc();
                 }
             }
-            Event::Finished(RunEnd {
-                duration_ms,
-                exit_code,
-                signal,
-                timed_out,
-                ..
-            }) => {
-                let result = if *timed_out {
-                    "timeout"
-                } else if signal.is_some() {
-                    "signal"
-                } else if *exit_code == Some(0) {
-                    "success"
-                } else {
-                    "failure"
-                };
-                m.runs.with_label_values(&[job, result]).inc();
+            Event::Finished(end) => {
+                m.runs.with_label_values(&[job, end.result()]).inc();
                 m.duration
                     .with_label_values(&[job])
-                    .observe(*duration_ms as f64 / 1000.0);
+                    .observe(end.duration_ms as f64 / 1000.0);
             }
             Event::Started { .. } | Event::HandedOff { .. } => return,
         }
@@ -514,6 +512,7 @@ fn encode(registry: &Registry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::RunEnd;
     use cronstable_core::Reason;
     use serde_json::json;
 

@@ -2,7 +2,8 @@
 //! ([`metrics`]), leadership and quorum edges ([`events`]) sent to the `notify:` webhook
 //! ([`notify`]), and the per-job run summary ([`summary`]) with its next fire ([`next_fire`])
 //! that `GET /jobs`, the gossip `/peer` body and `GET /fleet` show, and this process's start,
-//! instance and restart count ([`process`]). Everything here reads the
+//! instance and restart count ([`process`]). The per-job figures also go to statsd
+//! ([`statsd`]). Everything here reads the
 //! view, the ledger and the job set; nothing here feeds a decision.
 
 pub mod events;
@@ -11,4 +12,5 @@ pub mod next_fire;
 pub mod notify;
 pub mod process;
 pub mod repeats;
+pub mod statsd;
 pub mod summary;

@@ -35,6 +35,7 @@ mod resilience;
 mod retry_handoff;
 mod retry_handoff_abandon;
 mod single_node;
+mod statsd;
 mod verify;
 mod web_api;
 mod wedged_shim;
