@@ -207,8 +207,21 @@ pub async fn run(
         restarts = process.restarts,
         "coordinator started"
     );
+    // A lease backend's observability mesh: display only, so nothing but /fleet reads it.
+    let mesh = config
+        .cluster
+        .as_ref()
+        .filter(|c| c.backend != config::cluster::Backend::Gossip)
+        .and_then(gossip::observability::MeshSettings::from_cluster)
+        .map(|settings| {
+            let (tx, rx) = watch::channel(std::sync::Arc::new(
+                gossip::observability::MeshView::default(),
+            ));
+            (settings, tx, rx)
+        });
     let (state, live_tx) = CoordinatorState::new(view_rx.clone())
         .with_process(process)
+        .with_fleet_mesh(mesh.as_ref().map(|(_, _, rx)| rx.clone()))
         .with_notifier(notifier)
         .with_statsd(config.statsd.clone())
         .with_handoffs(manager.handoffs.clone())
@@ -264,6 +277,16 @@ pub async fn run(
     // Whether this node's executors keep asking about their Leader jobs' firings; a lease
     // holder whose executor falls behind gives its lease up (crate::liveness).
     let pace_task = crate::spawn(liveness::watch_pace(state.clone(), stopped()));
+    let mesh_task = mesh.map(|(settings, tx, _)| {
+        crate::spawn(gossip::observability::run(
+            settings,
+            node_name.clone(),
+            state.registry.subscribe(),
+            state.ledger.clone(),
+            tx,
+            stopped(),
+        ))
+    });
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(
@@ -337,6 +360,9 @@ pub async fn run(
         state.close_watches();
         deferred_task.abort();
         pace_task.abort();
+        if let Some(t) = &mesh_task {
+            t.abort();
+        }
         let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
@@ -351,6 +377,10 @@ pub async fn run(
     let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
+    if let Some(t) = mesh_task {
+        // It stops its listener on the stop signal; the bound covers a wedged one.
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, t).await;
+    }
     roles_task.abort();
     deferred_task.abort();
     pace_task.abort();

@@ -177,6 +177,16 @@ pub fn changes(old: &Config, new: &Config) -> Changes {
     if node_name_of(old) != node_name_of(new) {
         restart_needed.push("cluster.nodeName");
     }
+    // A lease backend's observability mesh runs for the process's life (its listener is bound
+    // once); it is display only, so leaving the old one running is safe.
+    let mesh = |c: &Config| {
+        c.cluster
+            .as_ref()
+            .and_then(crate::gossip::observability::MeshSettings::from_cluster)
+    };
+    if mesh(old) != mesh(new) {
+        restart_needed.push("cluster.observability (the lease backend's observability mesh)");
+    }
     let etcd = |c: &Config| c.cluster.as_ref().and_then(|c| c.etcd.clone());
     // The run ledger opened its etcd client at start; a rebuilt manager does not reopen it.
     if old.state.store == StateStore::Etcd && etcd(old) != etcd(new) {

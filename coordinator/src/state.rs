@@ -172,6 +172,9 @@ pub struct CoordinatorState {
     stamps: Arc<Mutex<Stamps>>,
     /// When this coordinator started, its instance id and restart count.
     pub process: Arc<crate::observe::process::ProcessInfo>,
+    /// What a lease backend's observability mesh last saw of its peers (display only:
+    /// `/fleet`); `None` without one.
+    pub fleet_mesh: Option<watch::Receiver<Arc<crate::gossip::observability::MeshView>>>,
 }
 
 impl CoordinatorState {
@@ -198,7 +201,17 @@ impl CoordinatorState {
             process: Arc::new(crate::observe::process::ProcessInfo::started(
                 crate::clock::now_ms(),
             )),
+            fleet_mesh: None,
         }
+    }
+
+    /// Shows what the observability mesh sees on `/fleet`.
+    pub fn with_fleet_mesh(
+        mut self,
+        mesh: Option<watch::Receiver<Arc<crate::gossip::observability::MeshView>>>,
+    ) -> Self {
+        self.fleet_mesh = mesh;
+        self
     }
 
     /// Says `process` about this coordinator (its start, instance id and restart count).

@@ -336,20 +336,35 @@ fn listeners_and_the_web_token() {
 }
 
 #[test]
-fn gsp_113_observability_mesh_on_a_lease_backend_is_refused_not_ignored() {
-    // The mesh is not run yet, so a well-formed one must fail validation, naming the key.
+fn gsp_113_observability_mesh_on_a_lease_backend_is_a_mesh_of_its_own() {
     let text = "cluster:\n  backend: filesystem\n  filesystem: {path: /mnt/shared}\n  \
                 observability:\n    listen: 127.0.0.1:9443\n    \
-                tls: {ca: /ca.pem, cert: /o.pem, key: /o.key}\n";
-    let ConfigErrors(errors) = parse_err(text);
-    assert_eq!(errors.len(), 1, "{}", ConfigErrors(errors.clone()));
-    assert_eq!(errors[0].path, "cluster.observability");
+                tls: {ca: /ca.pem, cert: /o.pem, key: /o.key}\n    \
+                peers:\n      - host: 127.0.0.2:9443\n";
+    let loaded = config::parse(text, "c.yaml").unwrap();
+    match loaded.config.cluster.unwrap().observability {
+        Some(ObservabilityConfig::Mesh {
+            listen,
+            peers,
+            interval,
+            ..
+        }) => {
+            assert_eq!(listen, HostPort::new("127.0.0.1", 9443));
+            assert_eq!(peers.len(), 1);
+            assert_eq!(interval, Duration::from_secs(30), "the default interval");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without peers it runs, alone, and says so.
+    let alone = text.replace("    peers:\n      - host: 127.0.0.2:9443\n", "");
+    let loaded = config::parse(&alone, "c.yaml").unwrap();
     assert!(
-        errors[0]
-            .message
-            .contains("on lease backends is not supported yet"),
-        "{}",
-        errors[0].message
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("cluster.observability.peers")),
+        "{:?}",
+        loaded.warnings
     );
     let off = config::parse("cluster:\n  observability: false\n", "c.yaml").unwrap();
     assert_eq!(off.config.cluster.unwrap().observability, None);

@@ -183,3 +183,23 @@ pub fn cluster(web: SocketAddr) -> Option<serde_json::Value> {
         .filter(|r| r.status == 200)
         .map(|r| r.json())
 }
+
+/// `GET /fleet` on `web`, or why not.
+pub fn fleet(web: SocketAddr) -> Result<serde_json::Value, String> {
+    let r = http(web, "GET", "/fleet").map_err(|e| e.to_string())?;
+    if r.status == 200 {
+        Ok(r.json())
+    } else {
+        Err(format!("GET /fleet: {} {}", r.status, r.body))
+    }
+}
+
+/// Whether a `/fleet` node entry carries usable stats: memory, a CPU rate and a CPU count.
+pub fn full_stats(node: &serde_json::Value) -> bool {
+    let s = &node["node_stats"];
+    s["memory_total_bytes"].as_u64().is_some_and(|t| t > 0)
+        && s["cpu_percent"]
+            .as_f64()
+            .is_some_and(|c| (0.0..=100.0).contains(&c))
+        && s["cpus"].as_u64().is_some_and(|c| c >= 1)
+}

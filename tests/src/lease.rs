@@ -193,3 +193,34 @@ pub fn tick_cluster_on(dir: &Path, store: &Store, ttl: u64, policy: &str) -> Tic
         out,
     }
 }
+
+/// Rewrites each node's config as a lease node (`backend` YAML lines under `cluster:`) with
+/// an observability mesh over the certificates and addresses `files` minted (`extra_peers`:
+/// further mesh peers' `host:port`).
+pub fn lease_mesh(files: &crate::gossip::ClusterFiles, backend: &str, extra_peers: &[String]) {
+    for node in &files.nodes {
+        let peers: String = files
+            .nodes
+            .iter()
+            .filter(|p| p.name != node.name)
+            .map(crate::gossip::NodeSpec::peer_host)
+            .chain(extra_peers.iter().cloned())
+            .map(|h| format!("      - host: \"{h}\"\n"))
+            .collect();
+        let yaml = format!(
+            "api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\ncluster:\n  \
+             nodeName: {name}\n{backend}  connectTimeout: 1s\n  observability:\n    \
+             listen: \"{ip}:{port}\"\n    interval: 1s\n    tls:\n      ca: {ca}\n      \
+             cert: {cert}\n      key: {key}\n    peers:\n{peers}",
+            api = node.api_port,
+            web = node.web_port,
+            name = node.name,
+            ip = node.ip,
+            port = node.peer_port,
+            ca = node.tls.ca.display(),
+            cert = node.tls.cert.display(),
+            key = node.tls.key.display(),
+        );
+        std::fs::write(&node.config, yaml).unwrap();
+    }
+}

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::address::{HostPort, ListenAddr};
 use super::cluster::{Backend, ClusterConfig, ObservabilityConfig, PeerConfig, TlsPaths};
@@ -464,20 +465,20 @@ fn observability(
         let path = format!("cluster.observability.peers[{i}].host");
         ctx.warn(&path, self_entry_message(&host, listen.as_ref()));
     }
-    // Only a mesh that passed the address and TLS checks above gets the refusal below, so
-    // the errors for a malformed one stay exactly those checks' errors.
-    if listen.is_none() || tls_paths.is_none() {
+    // A mesh with address or TLS errors has those errors only, no advisory on top.
+    let (Some(listen), Some(tls)) = (listen, tls_paths) else {
         return None;
+    };
+    if o.peers.as_deref().is_none_or(<[_]>::is_empty) {
+        ctx.warn(
+            "cluster.observability.peers",
+            "is empty: the observability mesh has no one to poll, so /fleet shows this node alone",
+        );
     }
-    // The mesh parses and passes the address and TLS checks above, but no coordinator runs it
-    // yet; accepting it would be a key that silently does nothing, so it is refused outright.
-    ctx.error(
-        PATH,
-        format!(
-            "on lease backends is not supported yet: backend {backend} would need the dedicated \
-             observability mesh, which this version does not run (remove cluster.observability, \
-             or use the gossip backend with observability: true)"
-        ),
-    );
-    None
+    Some(ObservabilityConfig::Mesh {
+        listen,
+        tls,
+        peers: peers.into_iter().map(|(_, p)| p).collect(),
+        interval: o.interval.unwrap_or(Duration::from_secs(30)),
+    })
 }

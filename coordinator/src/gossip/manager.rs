@@ -769,14 +769,14 @@ impl Slot {
 }
 
 /// Watches the TLS files and loads a changed set only when all three parse (ROT-01/02).
-struct Rotation {
+pub(super) struct Rotation {
     paths: TlsPaths,
     loaded: [u8; 32],
     last_bad: Option<[u8; 32]>,
 }
 
 impl Rotation {
-    fn new(paths: TlsPaths, loaded: [u8; 32]) -> Self {
+    pub(super) fn new(paths: TlsPaths, loaded: [u8; 32]) -> Self {
         Self {
             paths,
             loaded,
@@ -784,7 +784,7 @@ impl Rotation {
         }
     }
 
-    async fn check(&mut self) -> Option<TlsMaterial> {
+    pub(super) async fn check(&mut self) -> Option<TlsMaterial> {
         let paths = self.paths.clone();
         let read = tokio::task::spawn_blocking(move || {
             let files = TlsFiles::read(&paths)?;

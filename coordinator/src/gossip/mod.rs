@@ -10,11 +10,13 @@
 //! - [`poller`]: polling one peer, with SAN pinning and one deadline per poll;
 //! - [`node_stats`]: the display-only `X-Cronstable-Node-Stats` header (observability);
 //! - [`manager`]: the [`manager::GossipBackend`] that runs rounds and publishes the view;
+//! - [`observability`]: the election-inert mesh a lease backend runs for `/fleet` (GSP-113);
 //! - [`certgen`]: a throwaway CA for the local demo and the tests.
 
 pub mod certgen;
 pub mod manager;
 pub mod node_stats;
+pub mod observability;
 pub mod poller;
 pub mod server;
 pub mod tls;

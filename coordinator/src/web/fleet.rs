@@ -5,7 +5,11 @@
 //! the last successful poll, so a peer's entry is at most one interval stale. A peer that is
 //! unreachable, or whose summary was malformed, has `jobs: null`: "no data for that node".
 //! Lease backends exchange nothing node to node, so there `/fleet` is `enabled: false` and
-//! lists this node alone.
+//! lists this node alone, unless `cluster.observability` runs the election-inert mesh of
+//! [`crate::gossip::observability`] (GSP-113): then `enabled: true`, `observability: true`, and
+//! one entry per mesh peer with its summaries and stats from the mesh's last poll (`status`
+//! `reachable`, `unreachable`, `untrusted` or `pending`; `mesh_error` while the mesh cannot
+//! start).
 //!
 //! With `cluster.observability` on gossip (GSP-112) every node also carries `node_stats`:
 //! whole-machine CPU and memory, this node's read now and each peer's from the
@@ -30,7 +34,9 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
     let set = state.core.registry.current();
     let mut own = RunSummaries::new();
     own.refresh(&set, &state.core.ledger, crate::clock::now_ms());
-    let observability = matches!(status.as_ref(), ClusterStatus::Gossip(g) if g.observability);
+    let mesh = state.core.fleet_mesh.as_ref().map(|rx| rx.borrow().clone());
+    let observability =
+        mesh.is_some() || matches!(status.as_ref(), ClusterStatus::Gossip(g) if g.observability);
     let mut own_node = json!({
         "node_name": me,
         "self": true,
@@ -63,5 +69,26 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
         }
         _ => false,
     };
-    Json(json!({ "enabled": gossip, "observability": observability, "nodes": nodes }))
+    let mut body = json!({ "enabled": gossip, "observability": observability, "nodes": nodes });
+    if let Some(mesh) = mesh.filter(|_| !gossip) {
+        let rows = mesh.peers.iter().map(|peer| {
+            json!({
+                "node_name": peer.node_name,
+                "host": peer.host,
+                "self": false,
+                "status": peer.status.as_str(),
+                "job_set_id": peer.job_set_id,
+                "last_seen": peer.last_seen_ms.and_then(super::json::rfc3339),
+                "last_error": peer.last_error,
+                "jobs": peer.jobs.as_ref().map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
+                "node_stats": peer.node_stats,
+            })
+        });
+        if let Some(nodes) = body["nodes"].as_array_mut() {
+            nodes.extend(rows);
+        }
+        body["enabled"] = true.into();
+        body["mesh_error"] = mesh.error.clone().into();
+    }
+    Json(body)
 }

@@ -240,6 +240,49 @@ fn run_now_from_the_drawer_appears_in_its_run_history() {
     });
 }
 
+/// GSP-113: on a lease backend the observability mesh brings the other nodes into the fleet
+/// panel, with their runs, CPU/memory and uptime.
+#[test]
+fn gsp_113_the_fleet_panel_shows_a_lease_clusters_nodes_through_the_mesh() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(2, 134));
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    cronstable_tests::lease::lease_mesh(
+        &files,
+        &format!(
+            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n    topology: single-node\n",
+            store.display()
+        ),
+        &[],
+    );
+    let nodes: Vec<Coordinator> = (0..2).map(|i| files.start(i)).collect();
+    let tab = dir.path().join("crontab");
+    std::fs::write(&tab, CRONTAB).unwrap();
+    let _shims: Vec<Proc> = nodes
+        .iter()
+        .map(|n| start_shim(&tab, &n.api, &[]))
+        .collect();
+
+    let browser = Session::new();
+    browser.goto(&url(nodes[0].web, "/"));
+    browser.wait_for_text("#node-name", "n1");
+    browser.wait_for_text("#backend", "filesystem");
+    let n2 = browser.wait_for_text(".fleet-node[data-node=n2] .load", "memory");
+    assert!(n2.contains("CPUs") && n2.contains("up "), "{n2}");
+    browser.wait_for_text(".fleet-node[data-node=n2]", "heartbeat");
+    assert_eq!(
+        browser
+            .find_all(".fleet-node[data-node=n2] .dot.reachable")
+            .len(),
+        1
+    );
+    let fleet = browser.text("#fleet");
+    assert!(!fleet.contains("exchanges nothing"), "{fleet}");
+    assert_no_console_errors(&browser, "on a lease node's dashboard with the mesh");
+    save_screenshot(&browser, "dashboard-lease-fleet.png");
+}
+
 #[test]
 fn gsp_13_the_cluster_panel_follows_a_live_gossip_cluster() {
     let dir = tempfile::tempdir().unwrap();

@@ -20,6 +20,7 @@ mod gossip_cluster;
 mod gossip_rules;
 mod grpc_batch;
 mod lease_failover;
+mod lease_observability;
 mod lease_pause;
 mod lease_rules;
 mod lifecycle;

@@ -192,7 +192,8 @@ function renderFleet(f, node) {
       ...f.nodes.map((n) => fleetNode(n, node)));
     return;
   }
-  box.replaceChildren(...f.nodes.map((n) => fleetNode(n, node)));
+  const error = f.mesh_error ? [el('p', { class: 'bad' }, `The observability mesh is not running: ${f.mesh_error}`)] : [];
+  box.replaceChildren(...error, ...f.nodes.map((n) => fleetNode(n, node)));
 }
 
 function fleetNode(n, node) {
