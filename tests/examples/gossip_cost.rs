@@ -17,40 +17,8 @@
 use std::time::{Duration, Instant};
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
+use cronstable_tests::usage::{clock_ticks_per_sec, cpu_ticks, io_bytes};
 use cronstable_tests::{Coordinator, wait_for};
-
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
-/// Bytes the process read and wrote through syscalls (`rchar` + `wchar` of `/proc/<pid>/io`).
-/// At steady state a coordinator with no jobs logs nothing, so this is its socket traffic
-/// (TLS records included): the per-node network cost.
-fn io_bytes(pid: u32) -> u64 {
-    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
-    io.lines()
-        .filter_map(|l| {
-            l.strip_prefix("rchar: ")
-                .or_else(|| l.strip_prefix("wchar: "))
-        })
-        .map(|v| v.trim().parse::<u64>().unwrap())
-        .sum()
-}
-
-fn clock_ticks_per_sec() -> u64 {
-    let out = std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(100)
-}
 
 fn converged(nodes: &[Coordinator], leader: &str) {
     for n in nodes {

@@ -14,6 +14,7 @@ pub mod gossip;
 pub mod lease;
 pub mod netns;
 pub mod partition;
+pub mod usage;
 pub mod webdriver;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -173,27 +174,47 @@ pub struct Proc {
 impl Proc {
     /// Starts `cmd`, capturing stderr (where both binaries log).
     pub fn spawn(name: &str, mut cmd: Command) -> Proc {
-        cmd.stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .env("RUST_LOG", "info");
+        cmd.stdout(Stdio::null());
+        Self::spawn_logging(name, cmd)
+    }
+
+    /// [`Self::spawn`] for an interactive program (the demo): its stdout goes into the log
+    /// beside stderr, and its stdin is a pipe ([`Self::take_stdin`]).
+    pub fn spawn_interactive(name: &str, mut cmd: Command) -> Proc {
+        cmd.stdout(Stdio::piped()).stdin(Stdio::piped());
+        Self::spawn_logging(name, cmd)
+    }
+
+    fn spawn_logging(name: &str, mut cmd: Command) -> Proc {
+        cmd.stderr(Stdio::piped()).env("RUST_LOG", "info");
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("starting {name}: {e}"));
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut l = sink.lock().unwrap();
-                l.push_str(&line);
-                l.push('\n');
-            }
-        });
+        let drain = |stream: Box<dyn std::io::Read + Send>, sink: Arc<Mutex<String>>| {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let mut l = sink.lock().unwrap();
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        };
+        drain(Box::new(stderr), log.clone());
+        if let Some(stdout) = child.stdout.take() {
+            drain(Box::new(stdout), log.clone());
+        }
         Proc {
             child,
             log,
             name: name.into(),
         }
+    }
+
+    /// Its stdin, once, when it was started by [`Self::spawn_interactive`].
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
     }
 
     /// Everything it logged so far.

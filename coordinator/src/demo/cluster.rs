@@ -6,6 +6,12 @@
 //! leads, quorum, agreeing peers) and which node ran each job last. Commands on stdin try the
 //! failure modes: `stop NODE` and `start NODE` (leader loss, quorum loss), `drift NODE` and
 //! `undrift NODE` (a node whose job set differs).
+//!
+//! `--spread` (the grand tour of `distribution: spread`) gives the cluster a larger job set,
+//! several jobs of each policy, and owns each Leader and PreferLeader job by one node
+//! (rendezvous hashing of the job name over the agreeing nodes); the report then shows which
+//! node owns which job and how many each node owns, so `stop NODE` shows that node's jobs
+//! moving to the others and `start NODE` shows them coming back.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,7 +22,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use cronstable_shim::source::JobSource;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -24,7 +30,7 @@ use tokio::task::JoinHandle;
 use super::{DEMO_CRONTAB, DemoArgs};
 use crate::config::Config;
 use crate::config::address::HostPort;
-use crate::config::cluster::{Backend, ClusterConfig, PeerConfig};
+use crate::config::cluster::{Backend, ClusterConfig, Distribution, PeerConfig};
 use crate::gossip::certgen::TestCa;
 use crate::listeners::{ApiListener, Listeners};
 
@@ -138,16 +144,20 @@ pub async fn run(
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let runs_log = dir.join("runs.log");
     // Every job also appends `<job> <node> <instant>` to one log, for the who-ran-what view.
-    let crontab_text = DEMO_CRONTAB.to_owned()
-        + &format!(
-            "\n# cronstable: name=record-leader clusterPolicy=Leader seconds=true\n\
+    let crontab_text = if args.spread {
+        spread_crontab(&runs_log)
+    } else {
+        DEMO_CRONTAB.to_owned()
+            + &format!(
+                "\n# cronstable: name=record-leader clusterPolicy=Leader seconds=true\n\
          */3 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
          # cronstable: name=record-prefer-leader clusterPolicy=PreferLeader seconds=true\n\
          */4 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
          # cronstable: name=record-every-node clusterPolicy=EveryNode seconds=true\n\
          */6 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n",
-            log = runs_log.display()
-        );
+                log = runs_log.display()
+            )
+    };
 
     let ca = TestCa::try_new("cronstable demo CA")?;
     let names: Vec<String> = (0..n)
@@ -182,6 +192,11 @@ pub async fn run(
                 backend: Backend::Gossip,
                 node_name: Some(name.clone()),
                 elect_leader: true,
+                distribution: if args.spread {
+                    Distribution::Spread
+                } else {
+                    Distribution::SingleLeader
+                },
                 listen: Some(HostPort::new("127.0.0.1", peer_ports[i])),
                 tls: Some(tls),
                 peers,
@@ -205,7 +220,12 @@ pub async fn run(
             tasks: Vec::new(),
         });
     }
-    println!("cronstable demo: a {n}-node gossip cluster on this machine (mTLS, electLeader)");
+    let mode = if args.spread {
+        "electLeader, distribution: spread"
+    } else {
+        "electLeader"
+    };
+    println!("cronstable demo: a {n}-node gossip cluster on this machine (mTLS, {mode})");
     println!(
         "  files    {} (crontabs, and certificates from a throwaway CA)",
         dir.display()
@@ -216,8 +236,19 @@ pub async fn run(
             println!("  {}  http://{web}/cluster", node.name);
         }
     }
-    println!(
-        "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
+    if args.spread {
+        println!(
+            "\nSpread: each Leader and PreferLeader job is owned by one node (rendezvous hashing of\n\
+             its name over the agreeing nodes), so the jobs fan out; EveryNode jobs run everywhere.\n\
+             The report below shows who owns what. Type a command and Enter:\n  \
+             stop cronstable-b     b's jobs move to the others within about a round (the rest stay put)\n  \
+             start cronstable-b    they come back to b once it agrees again\n  \
+             stop cronstable-a     with two nodes stopped the last has no quorum: Leader jobs stop\n\
+             Ctrl-C stops the demo.\n"
+        );
+    } else {
+        println!(
+            "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
          EveryNode everywhere. Type a command and Enter to try a failure:\n  \
          stop cronstable-a     the leader goes away; another node takes over within about a round\n  \
          stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
@@ -225,11 +256,12 @@ pub async fn run(
          drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
          undrift cronstable-c  back in agreement\n\
          Ctrl-C stops the demo.\n"
-    );
+        );
+    }
 
     let last_runs: LastRuns = Arc::default();
     let nodes = Arc::new(tokio::sync::Mutex::new(nodes));
-    let report = report_views(nodes.clone(), runs_log, last_runs);
+    let report = report_views(nodes.clone(), runs_log, last_runs, args.spread);
     let events = print_events(nodes.clone());
     let commands = read_commands(nodes.clone(), crontab_text);
     tokio::select! {
@@ -252,8 +284,18 @@ async fn read_commands(
     nodes: Arc<tokio::sync::Mutex<Vec<Node>>>,
     crontab_text: String,
 ) -> anyhow::Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    // Read on a plain thread, not the runtime's blocking pool: a read of a terminal blocks
+    // until Enter, and the runtime waits for its blocking tasks at exit, so Ctrl-C would stop
+    // the demo but leave the process hanging. A detached thread ends with the process.
+    let (tx, mut lines) = tokio::sync::mpsc::channel::<String>(16);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lines().map_while(Result::ok) {
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = lines.recv().await {
         let mut words = line.split_whitespace();
         let (Some(verb), Some(target)) = (words.next(), words.next()) else {
             continue;
@@ -291,16 +333,17 @@ async fn report_views(
     nodes: Arc<tokio::sync::Mutex<Vec<Node>>>,
     runs_log: PathBuf,
     last_runs: LastRuns,
+    spread: bool,
 ) {
     let mut every = tokio::time::interval(Duration::from_secs(5));
     loop {
         every.tick().await;
         let webs = node_webs(&nodes).await;
         println!("── views");
-        for (name, web) in webs {
+        for (name, web) in &webs {
             let view = match web {
                 None => "stopped".to_owned(),
-                Some(web) => match cluster_view(web).await {
+                Some(web) => match cluster_view(*web).await {
                     None => "no answer".to_owned(),
                     Some(v) => {
                         let peers = v["peers"].as_array().cloned().unwrap_or_default();
@@ -329,17 +372,97 @@ async fn report_views(
             println!("   {name}: {view}");
         }
         let log = std::fs::read_to_string(&runs_log).unwrap_or_default();
-        let mut last = last_runs.lock().unwrap_or_else(PoisonError::into_inner);
-        for line in log.lines() {
-            let f: Vec<&str> = line.split(' ').collect();
-            if let [job, node, at] = f[..] {
-                last.insert(job.to_owned(), (node.to_owned(), at.to_owned()));
+        let last = {
+            let mut last = last_runs.lock().unwrap_or_else(PoisonError::into_inner);
+            for line in log.lines() {
+                let f: Vec<&str> = line.split(' ').collect();
+                if let [job, node, at] = f[..] {
+                    last.insert(job.to_owned(), (node.to_owned(), at.to_owned()));
+                }
             }
+            last.clone()
+        };
+        if spread {
+            print_owners(&webs, &last).await;
+            continue;
         }
-        for (job, (node, at)) in last.iter() {
+        for (job, (node, at)) in &last {
             println!("   {job:<22} last ran on {node} for {at}");
         }
     }
+}
+
+/// The spread demo's job set: several jobs of each policy, each appending
+/// `<job> <node> <instant>` to `log`.
+fn spread_crontab(log: &std::path::Path) -> String {
+    let mut text = String::from(
+        "# The cronstable spread demo: each Leader and PreferLeader job is owned by one node.\n",
+    );
+    let jobs: [(&str, &str, &str); 9] = [
+        ("billing", "Leader", "*/3"),
+        ("reports", "Leader", "*/4"),
+        ("cleanup", "Leader", "*/5"),
+        ("backups", "Leader", "*/6"),
+        ("invoices", "Leader", "*/3"),
+        ("thumbnails", "PreferLeader", "*/4"),
+        ("search-index", "PreferLeader", "*/5"),
+        ("cache-warm", "PreferLeader", "*/6"),
+        ("heartbeat", "EveryNode", "*/5"),
+    ];
+    for (name, policy, seconds) in jobs {
+        text.push_str(&format!(
+            "\n# cronstable: name={name} clusterPolicy={policy} seconds=true\n\
+             {seconds} * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {}\n",
+            log.display()
+        ));
+    }
+    text
+}
+
+/// Spread's ownership: each leader-gated job's `clusterOwner` as the first answering node
+/// sees it, who ran it last, and how many jobs each node owns.
+async fn print_owners(
+    webs: &[(String, Option<SocketAddr>)],
+    last: &BTreeMap<String, (String, String)>,
+) {
+    let mut jobs = None;
+    for (name, web) in webs {
+        if let Some(web) = web
+            && let Some(v) = get_json(*web, "/jobs").await
+        {
+            jobs = Some((name.clone(), v));
+            break;
+        }
+    }
+    let Some((seen_by, jobs)) = jobs else {
+        println!("── owners: no node answers");
+        return;
+    };
+    println!("── owners (as {seen_by} sees them)");
+    let mut per_node: BTreeMap<String, usize> = webs.iter().map(|(n, _)| (n.clone(), 0)).collect();
+    for job in jobs["jobs"].as_array().into_iter().flatten() {
+        let (Some(name), Some(policy)) = (job["name"].as_str(), job["clusterPolicy"].as_str())
+        else {
+            continue;
+        };
+        if policy == "EveryNode" {
+            continue;
+        }
+        let owner = job["clusterOwner"].as_str().unwrap_or("none (no quorum)");
+        if let Some(count) = per_node.get_mut(owner) {
+            *count += 1;
+        }
+        let ran = last
+            .get(name)
+            .map(|(node, at)| format!("last ran on {node} for {at}"))
+            .unwrap_or_else(|| "not run yet".into());
+        println!("   {name:<14} {policy:<13} owner {owner:<14} {ran}");
+    }
+    let counts: Vec<String> = per_node
+        .iter()
+        .map(|(node, n)| format!("{node} {n}"))
+        .collect();
+    println!("   jobs owned: {}", counts.join(", "));
 }
 
 /// Each node's name and HTTP address (`None` while it is stopped).

@@ -37,6 +37,11 @@ pub struct DemoArgs {
     /// naming its node, beside the demo's own view and events). `RUST_LOG` overrides both.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Spread the cluster's Leader and PreferLeader jobs across the nodes
+    /// (`distribution: spread`, each job owned by one node), with a larger job set, and show
+    /// which node owns which job as nodes stop and return.
+    #[arg(long)]
+    pub spread: bool,
 }
 
 /// The span a demo node's tasks run in, so that every line they log names the node. At ERROR
@@ -82,6 +87,10 @@ pub async fn run(
     if args.nodes != 1 {
         return cluster::run(args, scratch, shutdown).await;
     }
+    anyhow::ensure!(
+        !args.spread,
+        "--spread needs a cluster: run it with --nodes 3 or more (the default)"
+    );
     let dir = scratch.join(format!("cronstable-demo-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let crontab = dir.join("crontab");

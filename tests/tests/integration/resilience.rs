@@ -250,3 +250,64 @@ fn the_default_demo_is_a_three_node_gossip_cluster_that_elects_and_runs() {
     );
     assert!(!log.contains("ERROR"), "{log}");
 }
+
+/// `cronstable demo --spread` (the spread grand tour): the leader-gated jobs fan out over the
+/// three nodes, a stopped node's jobs move to the others, and they come back when it returns.
+#[test]
+fn the_spread_demo_fans_jobs_out_and_moves_a_stopped_nodes_jobs() {
+    use std::io::Write;
+    let mut cmd = Command::new(binary("cronstable"));
+    cmd.args([
+        "demo",
+        "--spread",
+        "--duration",
+        "90",
+        "--web-listen",
+        "127.0.0.1:0",
+    ]);
+    let mut demo = Proc::spawn_interactive("demo", cmd);
+    let mut stdin = demo.take_stdin().unwrap();
+    // The latest "jobs owned" line of the demo's report: node -> count.
+    let owned = |log: &str| -> Option<Vec<(String, usize)>> {
+        let line = log.lines().rev().find(|l| l.contains("jobs owned:"))?;
+        let counts = line.split_once("jobs owned:")?.1;
+        counts
+            .split(',')
+            .map(|c| {
+                let (node, n) = c.trim().rsplit_once(' ')?;
+                Some((node.to_owned(), n.parse().ok()?))
+            })
+            .collect()
+    };
+    let fanned = wait_for("the jobs to fan out over all three nodes", || {
+        let counts = owned(&demo.log())?;
+        (counts.len() == 3 && counts.iter().all(|(_, n)| *n >= 1)).then_some(counts)
+    });
+    assert_eq!(
+        fanned.iter().map(|(_, n)| n).sum::<usize>(),
+        8,
+        "{fanned:?}"
+    );
+    assert!(demo.log().contains("owner cronstable-"), "{}", demo.log());
+
+    writeln!(stdin, "stop cronstable-b").unwrap();
+    demo.wait_log("stopped cronstable-b");
+    wait_for("b's jobs to move to a and c", || {
+        let log = demo.log();
+        let after = &log[log.rfind("stopped cronstable-b")?..];
+        let counts = owned(after)?;
+        let b = counts.iter().find(|(n, _)| n == "cronstable-b")?.1;
+        (b == 0 && counts.iter().map(|(_, n)| n).sum::<usize>() == 8).then_some(())
+    });
+    writeln!(stdin, "start cronstable-b").unwrap();
+    demo.wait_log("started cronstable-b");
+    wait_for("b to own jobs again", || {
+        let log = demo.log();
+        let after = &log[log.rfind("started cronstable-b")?..];
+        let counts = owned(after)?;
+        (counts.iter().find(|(n, _)| n == "cronstable-b")?.1 >= 1).then_some(())
+    });
+    demo.signal(2);
+    demo.wait_exit();
+    assert!(!demo.log().contains("ERROR"), "{}", demo.log());
+}
