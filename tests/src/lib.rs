@@ -121,11 +121,58 @@ pub fn free_port() -> u16 {
     });
     for _ in 0..*span {
         let port = (LOWEST + next.fetch_add(1, Ordering::Relaxed) % span) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if claim_port(port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
     }
     panic!("no free loopback port in {LOWEST}..{}", LOWEST + span);
+}
+
+/// Claims `port` for this test process's life across every test process on the machine: a
+/// test that stops a coordinator and starts it again on the same port (a restart) must not
+/// find that another test drew the port in between (CI once failed `rbt_01_05_06` with
+/// "Address already in use" that way). A claim is a file named after the port holding the
+/// claimant's pid, made atomically (a hard link of a finished file), and taken over once that
+/// pid is gone. Where the directory cannot be used, every port counts as unclaimed.
+fn claim_port(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("cronstable-test-ports");
+    if std::fs::create_dir_all(&dir).is_err() {
+        return true;
+    }
+    let me = std::process::id();
+    let path = dir.join(port.to_string());
+    let draft = dir.join(format!(".{me}-{port}"));
+    if std::fs::write(&draft, me.to_string()).is_err() {
+        return true;
+    }
+    let mut claimed = false;
+    for _ in 0..2 {
+        match std::fs::hard_link(&draft, &path) {
+            Ok(()) => {
+                claimed = true;
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let holder = std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok());
+                match holder {
+                    Some(pid) if pid != me && Path::new(&format!("/proc/{pid}")).exists() => break,
+                    // A claim of a process that is gone (or of this one, from a port drawn
+                    // again after the counter went round): take it over.
+                    _ => {
+                        let _ = std::fs::remove_file(&path);
+                    }
+                }
+            }
+            Err(_) => {
+                claimed = true;
+                break;
+            }
+        }
+    }
+    let _ = std::fs::remove_file(&draft);
+    claimed
 }
 
 /// Polls `check` until it returns `Ok`, or panics with `what` and the last `Err` (the state
@@ -546,4 +593,31 @@ pub fn with_faketime(cmd: &mut Command, offset: &str) {
     cmd.env("LD_PRELOAD", lib)
         .env("FAKETIME", offset)
         .env("NO_FAKE_STAT", "1");
+}
+
+#[cfg(test)]
+mod port_tests {
+    use super::*;
+
+    #[test]
+    fn a_port_claimed_by_a_live_process_is_not_handed_out_and_a_dead_ones_claim_is_taken_over() {
+        let dir = std::env::temp_dir().join("cronstable-test-ports");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Ports below the range free_port draws from, so no real test can be holding them.
+        let (live, dead) = (9_001u16, 9_002u16);
+        std::fs::write(dir.join(live.to_string()), "1").unwrap(); // init never exits
+        std::fs::write(dir.join(dead.to_string()), "4194999").unwrap(); // past pid_max
+        assert!(!claim_port(live), "pid 1 holds it");
+        assert!(claim_port(dead), "its claimant is gone");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(dead.to_string())).unwrap(),
+            std::process::id().to_string()
+        );
+        assert!(
+            claim_port(dead),
+            "a claim of this process stays this process's"
+        );
+        let _ = std::fs::remove_file(dir.join(live.to_string()));
+        let _ = std::fs::remove_file(dir.join(dead.to_string()));
+    }
 }
