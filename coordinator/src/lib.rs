@@ -377,9 +377,12 @@ pub async fn run(
     let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
-    if let Some(t) = mesh_task {
-        // It stops its listener on the stop signal; the bound covers a wedged one.
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, t).await;
+    if let Some(mut t) = mesh_task {
+        // It stops its listener on the stop signal; a wedged one is aborted at the bound (its
+        // server stops when the task's stop sender is dropped).
+        if tokio::time::timeout(DRAIN_TIMEOUT, &mut t).await.is_err() {
+            t.abort();
+        }
     }
     roles_task.abort();
     deferred_task.abort();

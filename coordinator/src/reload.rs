@@ -196,7 +196,7 @@ pub fn changes(old: &Config, new: &Config) -> Changes {
         notify: old.notify != new.notify,
         statsd: old.statsd != new.statsd,
         jobs: old.jobs != new.jobs,
-        cluster: without_node_name(old.cluster.as_ref()) != without_node_name(new.cluster.as_ref()),
+        cluster: election_part(old.cluster.as_ref()) != election_part(new.cluster.as_ref()),
         auth_token_source: old.web.auth_token != new.web.auth_token,
         restart_needed,
         refused: door_openers(old, new),
@@ -208,10 +208,21 @@ fn node_name_of(c: &Config) -> Option<&str> {
 }
 
 /// The section as compared: the node's name is fixed for the life of the process.
-fn without_node_name(c: Option<&ClusterConfig>) -> Option<ClusterConfig> {
-    c.map(|c| ClusterConfig {
-        node_name: None,
-        ..c.clone()
+/// The part of a cluster section a rebuilt manager would change: all of it but `nodeName`
+/// (restart only) and, on a lease backend, the observability mesh's keys
+/// (`observability`, and `connectTimeout`, which only the mesh uses there): the mesh is not
+/// the election, so a change to it must not restart the lease (it needs a restart of its own).
+fn election_part(c: Option<&ClusterConfig>) -> Option<ClusterConfig> {
+    c.map(|c| {
+        let mut part = ClusterConfig {
+            node_name: None,
+            ..c.clone()
+        };
+        if c.backend != crate::config::cluster::Backend::Gossip {
+            part.observability = None;
+            part.connect_timeout = ClusterConfig::default().connect_timeout;
+        }
+        part
     })
 }
 
@@ -223,6 +234,13 @@ fn effective(old: &Config, mut new: Config) -> Config {
     new.state = old.state.clone();
     if let Some(c) = &mut new.cluster {
         c.node_name = node_name_of(old).map(str::to_owned);
+        // A lease backend's observability mesh keeps running as it started.
+        if let Some(o) = old.cluster.as_ref().filter(|o| o.backend == c.backend)
+            && c.backend != crate::config::cluster::Backend::Gossip
+        {
+            c.observability = o.observability.clone();
+            c.connect_timeout = o.connect_timeout;
+        }
     }
     new
 }
@@ -840,6 +858,28 @@ mod tests {
         assert_eq!(kept.api, old.api);
         assert_eq!(kept.web.listen, old.web.listen);
         assert_eq!(kept.state, old.state);
+    }
+
+    #[test]
+    fn a_lease_backends_observability_mesh_change_does_not_restart_the_election() {
+        let mesh = |peer: &str| {
+            parse(&format!(
+                "cluster:\n  backend: filesystem\n  filesystem: {{path: /mnt/s}}\n  \
+                 observability:\n    listen: 127.0.0.1:9443\n    \
+                 tls: {{ca: /ca.pem, cert: /c.pem, key: /c.key}}\n    \
+                 peers:\n      - host: {peer}\n"
+            ))
+        };
+        let (old, new) = (mesh("127.0.0.2:9443"), mesh("127.0.0.3:9443"));
+        let ch = changes(&old, &new);
+        assert!(!ch.cluster, "the lease is not rebuilt for the mesh: {ch:?}");
+        assert_eq!(ch.restart_needed.len(), 1, "{ch:?}");
+        assert!(ch.restart_needed[0].starts_with("cluster.observability"));
+        // The running mesh stays what the next reload compares against: going back to it
+        // needs nothing.
+        let running = effective(&old, new);
+        assert_eq!(running.cluster, old.cluster);
+        assert!(changes(&running, &old).restart_needed.is_empty());
     }
 
     #[test]

@@ -401,6 +401,12 @@ fn statsd_defaults_and_errors_name_the_key() {
         ("statsd:\n  port: 70000\n", "statsd.port", ""),
         ("statsd:\n  prefix: 'a b'\n", "statsd.prefix", "' '"),
         ("statsd:\n  prefix: 'a:b'\n", "statsd.prefix", "':'"),
+        (
+            "statsd:\n  prefix: a..b\n",
+            "statsd.prefix",
+            "empty segment",
+        ),
+        ("statsd:\n  prefix: .a\n", "statsd.prefix", "empty segment"),
         ("statsd:\n  server: x\n", "statsd.server", "unknown"),
     ] {
         let e = parse_err(text).to_string();

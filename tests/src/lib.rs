@@ -21,7 +21,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant as StdInstant};
 
 /// How long any wait in these tests may take before the test fails. Generous, because CI
@@ -131,48 +131,35 @@ pub fn free_port() -> u16 {
 /// Claims `port` for this test process's life across every test process on the machine: a
 /// test that stops a coordinator and starts it again on the same port (a restart) must not
 /// find that another test drew the port in between (CI once failed `rbt_01_05_06` with
-/// "Address already in use" that way). A claim is a file named after the port holding the
-/// claimant's pid, made atomically (a hard link of a finished file), and taken over once that
-/// pid is gone. Where the directory cannot be used, every port counts as unclaimed.
+/// "Address already in use" that way). A claim is an exclusive `flock` on
+/// `$TMPDIR/cronstable-test-ports/<port>.lock`, held by an open file kept until the process
+/// exits, when the kernel lets it go (a crashed test leaves no claim behind). Where the
+/// directory cannot be used, every port counts as unclaimed.
 fn claim_port(port: u16) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    static HELD: Mutex<Vec<Flock<std::fs::File>>> = Mutex::new(Vec::new());
     let dir = std::env::temp_dir().join("cronstable-test-ports");
     if std::fs::create_dir_all(&dir).is_err() {
         return true;
     }
-    let me = std::process::id();
-    let path = dir.join(port.to_string());
-    let draft = dir.join(format!(".{me}-{port}"));
-    if std::fs::write(&draft, me.to_string()).is_err() {
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(dir.join(format!("{port}.lock")))
+    else {
         return true;
-    }
-    let mut claimed = false;
-    for _ in 0..2 {
-        match std::fs::hard_link(&draft, &path) {
-            Ok(()) => {
-                claimed = true;
-                break;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let holder = std::fs::read_to_string(&path)
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok());
-                match holder {
-                    Some(pid) if pid != me && Path::new(&format!("/proc/{pid}")).exists() => break,
-                    // A claim of a process that is gone (or of this one, from a port drawn
-                    // again after the counter went round): take it over.
-                    _ => {
-                        let _ = std::fs::remove_file(&path);
-                    }
-                }
-            }
-            Err(_) => {
-                claimed = true;
-                break;
-            }
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => {
+            HELD.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(lock);
+            true
         }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => false,
+        Err(_) => true,
     }
-    let _ = std::fs::remove_file(&draft);
-    claimed
 }
 
 /// Polls `check` until it returns `Ok`, or panics with `what` and the last `Err` (the state
@@ -597,27 +584,44 @@ pub fn with_faketime(cmd: &mut Command, offset: &str) {
 
 #[cfg(test)]
 mod port_tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
 
     #[test]
-    fn a_port_claimed_by_a_live_process_is_not_handed_out_and_a_dead_ones_claim_is_taken_over() {
-        let dir = std::env::temp_dir().join("cronstable-test-ports");
-        std::fs::create_dir_all(&dir).unwrap();
-        // Ports below the range free_port draws from, so no real test can be holding them.
-        let (live, dead) = (9_001u16, 9_002u16);
-        std::fs::write(dir.join(live.to_string()), "1").unwrap(); // init never exits
-        std::fs::write(dir.join(dead.to_string()), "4194999").unwrap(); // past pid_max
-        assert!(!claim_port(live), "pid 1 holds it");
-        assert!(claim_port(dead), "its claimant is gone");
-        assert_eq!(
-            std::fs::read_to_string(dir.join(dead.to_string())).unwrap(),
-            std::process::id().to_string()
-        );
-        assert!(
-            claim_port(dead),
-            "a claim of this process stays this process's"
-        );
-        let _ = std::fs::remove_file(dir.join(live.to_string()));
-        let _ = std::fs::remove_file(dir.join(dead.to_string()));
+    fn a_port_claimed_by_another_process_or_drawn_already_is_not_handed_out() {
+        // Ports below the range free_port draws from, so no real test is holding them.
+        let (held, drawn) = (9_011u16, 9_012u16);
+        let lock = std::env::temp_dir()
+            .join("cronstable-test-ports")
+            .join(format!("{held}.lock"));
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+        // Another process holds the claim (util-linux flock(1) takes the same kind of lock)
+        // and says so once it has it.
+        let ready = lock.with_extension(format!("ready-{}", std::process::id()));
+        let _ = std::fs::remove_file(&ready);
+        // `--close`: only flock(1) itself holds the lock, so it goes when flock is killed.
+        let mut other = Command::new("flock")
+            .arg("--close")
+            .arg(&lock)
+            .args(["sh", "-c", &format!("touch {}; sleep 30", ready.display())])
+            .process_group(0)
+            .spawn()
+            .expect("flock(1) from util-linux");
+        wait_for("the other process's claim", || ready.exists().then_some(()));
+        let _ = std::fs::remove_file(&ready);
+        assert!(!claim_port(held), "another process holds it");
+        // The whole group, so the sleep does not outlive the test.
+        Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", other.id())])
+            .status()
+            .unwrap();
+        other.wait().unwrap();
+        wait_for("the claim to go with its process", || {
+            claim_port(held).then_some(())
+        });
+        assert!(claim_port(drawn));
+        assert!(!claim_port(drawn), "a port drawn once is not drawn again");
     }
 }

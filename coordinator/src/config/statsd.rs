@@ -59,7 +59,13 @@ pub(super) fn validate(ctx: &mut Ctx<'_>, raw: RawStatsd) -> Option<StatsdConfig
     }
     let prefix = raw.prefix.unwrap_or_else(|| "cronstable".to_owned());
     let prefix = prefix.trim_end_matches('.').to_owned();
-    if let Some(bad) = prefix
+    if prefix.starts_with('.') || prefix.contains("..") {
+        ctx.error(
+            "statsd.prefix",
+            format!("{prefix:?} has an empty segment: dots separate names (app.cron, not .app or app..cron)"),
+        );
+        ok = false;
+    } else if let Some(bad) = prefix
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {

@@ -343,7 +343,13 @@ pub async fn run(
     }
     polls.abort_all();
     let _ = stop_server.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    let mut server = server;
+    if tokio::time::timeout(Duration::from_secs(5), &mut server)
+        .await
+        .is_err()
+    {
+        server.abort();
+    }
     tracing::info!("observability mesh: stopped");
 }
 

@@ -69,9 +69,13 @@ impl LedgerStore for FileLedger {
 
 /// The file of `node`'s ledger under `dir`.
 pub fn ledger_path(dir: &Path, node: &str) -> PathBuf {
-    // A node name is a DNS-ish label; anything else is replaced so it cannot leave `dir`.
-    let safe: String = node
-        .chars()
+    dir.join(format!("ledger-{}.jsonl", file_safe(node)))
+}
+
+/// A node name as part of a file name under `state.path`. A node name is a DNS-ish label;
+/// anything else is replaced so it cannot leave the directory.
+pub fn file_safe(node: &str) -> String {
+    node.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || "-_.".contains(c) {
                 c
@@ -79,8 +83,7 @@ pub fn ledger_path(dir: &Path, node: &str) -> PathBuf {
                 '_'
             }
         })
-        .collect();
-    dir.join(format!("ledger-{safe}.jsonl"))
+        .collect()
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> LedgerFileError + '_ {

@@ -8,10 +8,10 @@
 //! many came before it, so a loop shows as a number that climbs. Without `state.path` nothing
 //! outlives the process and the count is `null`.
 //!
-//! The counter is one decimal number in `<state.path>/starts-<node>`, replaced atomically
-//! (written to a temporary file, then renamed) at every start. A file that cannot be read as
-//! a number is kept aside as `starts-<node>.corrupt` (never silently overwritten) and the
-//! count starts again.
+//! The counter is one decimal number in `<state.path>/starts-<node>` (the node name made safe
+//! for a file name, as the ledger's is), replaced atomically (written to a temporary file,
+//! synced, then renamed) at every start. A file that cannot be read as a number is kept aside
+//! as `starts-<node>.corrupt-<unix ms>` (never overwritten) and the count starts again.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -91,6 +91,7 @@ pub struct Counted {
 /// Counts this start in `<dir>/starts-<node>`: reads the starts before it (none when the file
 /// is missing), writes the new total, and returns the starts before this one.
 pub fn count_start(dir: &Path, node: &str) -> Result<Counted, CountError> {
+    let node = crate::ledger::file::file_safe(node);
     let path = dir.join(format!("starts-{node}"));
     let err = |source| CountError {
         path: path.clone(),
@@ -102,7 +103,13 @@ pub fn count_start(dir: &Path, node: &str) -> Result<Counted, CountError> {
         Ok(text) => match text.trim().parse::<u64>() {
             Ok(n) => (n, None),
             Err(_) => {
-                let aside = dir.join(format!("starts-{node}.corrupt"));
+                let stamp = crate::clock::now_ms();
+                let mut aside = dir.join(format!("starts-{node}.corrupt-{stamp}"));
+                let mut n = 1;
+                while aside.exists() {
+                    aside = dir.join(format!("starts-{node}.corrupt-{stamp}-{n}"));
+                    n += 1;
+                }
                 std::fs::rename(&path, &aside).map_err(err)?;
                 (0, Some(aside))
             }
@@ -111,7 +118,13 @@ pub fn count_start(dir: &Path, node: &str) -> Result<Counted, CountError> {
         Err(e) => return Err(err(e)),
     };
     let tmp = dir.join(format!(".starts-{node}.tmp"));
-    std::fs::write(&tmp, format!("{}\n", before.saturating_add(1))).map_err(err)?;
+    {
+        use std::io::Write;
+        let mut file = std::fs::File::create(&tmp).map_err(err)?;
+        writeln!(file, "{}", before.saturating_add(1)).map_err(err)?;
+        // Synced before the rename, so a crash right after a start cannot leave the count empty.
+        file.sync_all().map_err(err)?;
+    }
     std::fs::rename(&tmp, &path).map_err(err)?;
     Ok(Counted {
         restarts: before,
@@ -137,12 +150,12 @@ pub struct Usage {
 /// Reads [`Usage`] now; a field `/proc` cannot give stays `None`.
 pub fn usage() -> Usage {
     let stat = std::fs::read_to_string("/proc/self/stat").ok();
-    let (cpu_seconds, virtual_bytes, resident_bytes) =
-        stat.as_deref().map_or((None, None, None), parse_stat);
+    let status = std::fs::read_to_string("/proc/self/status").ok();
+    let kb = |key| status.as_deref().and_then(|s| status_bytes(s, key));
     Usage {
-        cpu_seconds,
-        resident_bytes,
-        virtual_bytes,
+        cpu_seconds: stat.as_deref().and_then(parse_cpu_seconds),
+        resident_bytes: kb("VmRSS:"),
+        virtual_bytes: kb("VmSize:"),
         open_fds: std::fs::read_dir("/proc/self/fd")
             .ok()
             .map(|d| d.count() as u64),
@@ -179,23 +192,31 @@ fn parse_start_ms(own: &str, system: &str) -> Option<i64> {
     Some(boot * 1000 + ticks * 1000 / TICKS_PER_SECOND as i64)
 }
 
-/// Ticks per second and page size: fixed on Linux for every architecture this builds for.
+/// Clock ticks per second of `/proc`'s CPU times (`USER_HZ`): 100 on every Linux
+/// architecture this is built for (the memory figures come in kB from `/proc/self/status`, so
+/// no page size is assumed).
 const TICKS_PER_SECOND: f64 = 100.0;
-const PAGE_BYTES: u64 = 4096;
 
-/// CPU seconds, virtual bytes and resident bytes from `/proc/self/stat`.
-fn parse_stat(stat: &str) -> (Option<f64>, Option<u64>, Option<u64>) {
+/// User and system CPU seconds from `/proc/self/stat`.
+fn parse_cpu_seconds(stat: &str) -> Option<f64> {
     // The command name (field 2) is in parentheses and may hold spaces: count from after it.
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return (None, None, None);
-    };
+    let rest = &stat[stat.rfind(')')? + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 3.. of proc(5): utime is 14, stime 15, vsize 23, rss 24 (pages).
+    // Fields 3.. of proc(5): utime is 14, stime 15.
     let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    let cpu = field(14)
-        .zip(field(15))
-        .map(|(u, s)| (u + s) as f64 / TICKS_PER_SECOND);
-    (cpu, field(23), field(24).map(|pages| pages * PAGE_BYTES))
+    Some((field(14)? + field(15)?) as f64 / TICKS_PER_SECOND)
+}
+
+/// A `kB` line of `/proc/self/status` (`VmRSS:`, `VmSize:`), in bytes.
+pub(crate) fn status_bytes(status: &str, key: &str) -> Option<u64> {
+    status
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|kb| kb * 1024)
 }
 
 /// The soft "Max open files" limit from `/proc/self/limits`.
@@ -229,14 +250,28 @@ mod tests {
     }
 
     #[test]
+    fn a_node_name_that_is_no_file_name_is_counted_under_a_safe_one() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(count_start(dir.path(), "team/a").unwrap().restarts, 0);
+        assert_eq!(count_start(dir.path(), "team/a").unwrap().restarts, 1);
+        assert!(dir.path().join("starts-team_a").exists());
+    }
+
+    #[test]
     fn an_unreadable_count_is_set_aside_not_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("starts-n1"), "garbage").unwrap();
         let counted = count_start(dir.path(), "n1").unwrap();
         assert_eq!(counted.restarts, 0);
         let aside = counted.set_aside.expect("set aside");
-        assert_eq!(std::fs::read_to_string(aside).unwrap(), "garbage");
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "garbage");
         assert_eq!(count_start(dir.path(), "n1").unwrap().restarts, 1);
+        // A second corrupt count is set aside beside the first, not over it.
+        std::fs::write(dir.path().join("starts-n1"), "again").unwrap();
+        let second = count_start(dir.path(), "n1").unwrap().set_aside.unwrap();
+        assert_ne!(second, aside);
+        assert_eq!(std::fs::read_to_string(second).unwrap(), "again");
+        assert_eq!(std::fs::read_to_string(&aside).unwrap(), "garbage");
     }
 
     #[test]
@@ -275,10 +310,11 @@ mod tests {
     fn parses_proc_self() {
         let stat = "4242 (cron stable) S 1 4242 4242 0 -1 4194560 2000 0 0 0 250 50 0 0 20 0 \
                     12 0 3000 104857600 2560 18446744073709551615";
-        let (cpu, vsize, rss) = parse_stat(stat);
-        assert_eq!(cpu, Some(3.0));
-        assert_eq!(vsize, Some(104_857_600));
-        assert_eq!(rss, Some(2560 * 4096));
+        assert_eq!(parse_cpu_seconds(stat), Some(3.0));
+        let status = "Name:\tcronstable\nVmSize:\t  102400 kB\nVmRSS:\t    2560 kB\n";
+        assert_eq!(status_bytes(status, "VmSize:"), Some(102_400 * 1024));
+        assert_eq!(status_bytes(status, "VmRSS:"), Some(2560 * 1024));
+        assert_eq!(status_bytes(status, "VmSwap:"), None);
         let system = "cpu  1 2 3\nbtime 1700000000\nprocesses 5\n";
         assert_eq!(
             parse_start_ms(stat, system),

@@ -23,7 +23,8 @@
 //! Sending never holds up a decision: records go on a bounded queue to one task that sends
 //! them; a full queue drops the datagram. The host is resolved at start and again every
 //! minute and after a failed send (a statsd server that moves is found again without a
-//! restart). Every datagram is counted in `cronstable_statsd_datagrams_total{result}` (`sent`,
+//! restart); a host that does not resolve is tried again 5 s later, its datagrams counted as
+//! failed meanwhile, so a DNS outage costs no lookup per firing. Every datagram is counted in `cronstable_statsd_datagrams_total{result}` (`sent`,
 //! `failed`, `dropped`), and one WARN line is logged when sending starts failing, one INFO
 //! line when it works again.
 
@@ -42,6 +43,10 @@ const QUEUE: usize = 1024;
 
 /// How often the host is resolved again while sends succeed.
 const RESOLVE_EVERY: Duration = Duration::from_secs(60);
+
+/// After a failed resolution or bind, how long datagrams are dropped before the next try (a
+/// DNS outage must not cost one slow lookup per firing).
+const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// The running sender. Cheap to clone; the task ends when the last clone is dropped (a
 /// reload that changes or removes `statsd:` replaces it).
@@ -175,6 +180,7 @@ fn tag(s: &str) -> String {
 async fn send_loop(config: StatsdConfig, mut rx: mpsc::Receiver<String>, metrics: Metrics) {
     let mut target: Option<(SocketAddr, UdpSocket, tokio::time::Instant)> = None;
     let mut failing = false;
+    let mut next_try = tokio::time::Instant::now();
     while let Some(datagram) = rx.recv().await {
         if target
             .as_ref()
@@ -182,11 +188,14 @@ async fn send_loop(config: StatsdConfig, mut rx: mpsc::Receiver<String>, metrics
         {
             target = None;
         }
-        if target.is_none() {
+        if target.is_none() && tokio::time::Instant::now() >= next_try {
             target = connect(&config)
                 .await
                 .map_err(|e| fail(&mut failing, &e))
                 .ok();
+            if target.is_none() {
+                next_try = tokio::time::Instant::now() + RETRY_AFTER;
+            }
         }
         let Some((addr, socket, _)) = &target else {
             metrics.statsd_datagram("failed");

@@ -161,12 +161,7 @@ fn parse_meminfo(text: &str) -> (Option<u64>, Option<u64>) {
 }
 
 fn parse_rss_bytes(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map(|kb| kb * 1024)
+    crate::observe::process::status_bytes(status, "VmRSS:")
 }
 
 /// `GET /node`.

@@ -150,7 +150,9 @@ fn a_reload_moves_statsd_to_another_server_with_tags() {
             .proc
             .log()
             .lines()
-            .any(|l| l.contains("config reloaded") && l.contains("statsd"))
+            .any(|l| {
+                l.contains("config reloaded") && l.contains("changed=") && l.contains("statsd")
+            })
             .then_some(())
     });
     let mut at_second = Vec::new();
