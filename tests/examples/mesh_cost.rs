@@ -29,6 +29,18 @@ fn shim(dir: &Path, node: &Coordinator, i: usize) -> Proc {
     start_shim(&tab, &node.api, &[])
 }
 
+/// One [`shim`] per node, or none when `quiet`.
+fn shims(dir: &Path, nodes: &[Coordinator], quiet: bool) -> Vec<Proc> {
+    if quiet {
+        return Vec::new();
+    }
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| shim(dir, n, i))
+        .collect()
+}
+
 fn report(label: &str, numbers: &[(f64, f64)]) -> (f64, f64) {
     let n = numbers.len() as f64;
     let cpu = numbers.iter().map(|x| x.0).sum::<f64>() / n;
@@ -59,12 +71,7 @@ fn main() {
         let nodes: Vec<Coordinator> = (0..size)
             .map(|i| start_lease_node(dir.path(), &format!("n{}", i + 1), &store, 3))
             .collect();
-        let _shims: Vec<Proc> = nodes
-            .iter()
-            .enumerate()
-            .filter(|_| !quiet)
-            .map(|(i, n)| shim(dir.path(), n, i))
-            .collect();
+        let _shims = shims(dir.path(), &nodes, quiet);
         std::thread::sleep(Duration::from_secs(5));
         let pids: Vec<u32> = nodes.iter().map(|n| n.proc.pid()).collect();
         report("without the mesh", &measure(&pids, window))
@@ -75,12 +82,7 @@ fn main() {
         let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(size, 140));
         lease_mesh(&files, &backend, &[]);
         let nodes: Vec<Coordinator> = (0..size).map(|i| files.start(i)).collect();
-        let _shims: Vec<Proc> = nodes
-            .iter()
-            .enumerate()
-            .filter(|_| !quiet)
-            .map(|(i, n)| shim(dir.path(), n, i))
-            .collect();
+        let _shims = shims(dir.path(), &nodes, quiet);
         wait_for("every node on n1's /fleet", || {
             let v = fleet(nodes[0].web).ok()?;
             let all = v["nodes"].as_array()?;

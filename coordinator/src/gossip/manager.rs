@@ -568,17 +568,7 @@ impl GossipBackend {
         let job_set_id = ctx.job_set.borrow().id.to_string();
         ctx.view
             .send_replace(self.pending_view(Election::Starting, job_set_id, None));
-        let _ = stop_server.send(());
-        let mut server = server;
-        if tokio::time::timeout(Duration::from_secs(5), &mut server)
-            .await
-            .is_err()
-        {
-            // Never detached: a server left running would keep the port and serve the last
-            // quorate report to peers.
-            server.abort();
-            let _ = server.await;
-        }
+        server::stop(stop_server, server).await;
         tracing::info!("cluster: gossip manager stopped");
     }
 

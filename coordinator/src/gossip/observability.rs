@@ -342,14 +342,7 @@ pub async fn run(
         }
     }
     polls.abort_all();
-    let _ = stop_server.send(());
-    let mut server = server;
-    if tokio::time::timeout(Duration::from_secs(5), &mut server)
-        .await
-        .is_err()
-    {
-        server.abort();
-    }
+    server::stop(stop_server, server).await;
     tracing::info!("observability mesh: stopped");
 }
 

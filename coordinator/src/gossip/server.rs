@@ -135,6 +135,20 @@ pub struct PeerEndpoint {
     pub node_stats: Option<watch::Receiver<Option<header::HeaderValue>>>,
 }
 
+/// How long a stopped `/peer` server gets to close its connections before it is aborted.
+const STOP_BOUND: Duration = Duration::from_secs(5);
+
+/// Stops a [`serve`] task: resolves its shutdown through `stop`, waits [`STOP_BOUND`], then
+/// aborts it. Never detached: a server left running would keep the port and serve the last
+/// report to peers.
+pub async fn stop(stop: tokio::sync::oneshot::Sender<()>, mut server: tokio::task::JoinHandle<()>) {
+    let _ = stop.send(());
+    if tokio::time::timeout(STOP_BOUND, &mut server).await.is_err() {
+        server.abort();
+        let _ = server.await;
+    }
+}
+
 /// Accepts connections on `listener` until `shutdown` resolves, then closes every connection.
 pub async fn serve(
     listener: TcpListener,

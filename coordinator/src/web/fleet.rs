@@ -51,15 +51,14 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
     let gossip = match status.as_ref() {
         ClusterStatus::Gossip(g) => {
             for peer in &g.peers {
-                let mut node = json!({
-                    "node_name": peer.node_name,
-                    "host": peer.host,
-                    "self": false,
-                    "status": peer.status,
-                    "job_set_id": peer.job_set_id,
-                    "last_seen": peer.last_seen,
-                    "jobs": peer.jobs.as_ref().map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
-                });
+                let mut node = peer_row(
+                    json!(peer.node_name),
+                    &peer.host,
+                    &peer.status,
+                    json!(peer.job_set_id),
+                    json!(peer.last_seen),
+                    peer.jobs.as_deref().map(Vec::as_slice),
+                );
                 if observability {
                     node["node_stats"] = json!(peer.node_stats);
                 }
@@ -72,17 +71,17 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
     let mut body = json!({ "enabled": gossip, "observability": observability, "nodes": nodes });
     if let Some(mesh) = mesh.filter(|_| !gossip) {
         let rows = mesh.peers.iter().map(|peer| {
-            json!({
-                "node_name": peer.node_name,
-                "host": peer.host,
-                "self": false,
-                "status": peer.status.as_str(),
-                "job_set_id": peer.job_set_id,
-                "last_seen": peer.last_seen_ms.and_then(super::json::rfc3339),
-                "last_error": peer.last_error,
-                "jobs": peer.jobs.as_ref().map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
-                "node_stats": peer.node_stats,
-            })
+            let mut node = peer_row(
+                json!(peer.node_name),
+                &peer.host,
+                peer.status.as_str(),
+                json!(peer.job_set_id),
+                json!(peer.last_seen_ms.and_then(super::json::rfc3339)),
+                peer.jobs.as_deref().map(Vec::as_slice),
+            );
+            node["last_error"] = json!(peer.last_error);
+            node["node_stats"] = json!(peer.node_stats);
+            node
         });
         if let Some(nodes) = body["nodes"].as_array_mut() {
             nodes.extend(rows);
@@ -91,4 +90,24 @@ pub(super) async fn fleet(State(state): State<WebState>) -> Json<Value> {
         body["mesh_error"] = mesh.error.clone().into();
     }
     Json(body)
+}
+
+/// One peer's `/fleet` entry; `jobs: None` is "no data for that node".
+fn peer_row(
+    node_name: Value,
+    host: &str,
+    status: &str,
+    job_set_id: Value,
+    last_seen: Value,
+    jobs: Option<&[crate::gossip::wire::JobSummary]>,
+) -> Value {
+    json!({
+        "node_name": node_name,
+        "host": host,
+        "self": false,
+        "status": status,
+        "job_set_id": job_set_id,
+        "last_seen": last_seen,
+        "jobs": jobs.map(|jobs| jobs.iter().map(to_json).collect::<Vec<_>>()),
+    })
 }
