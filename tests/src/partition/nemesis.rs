@@ -130,7 +130,8 @@ impl Bench {
     /// While the shim is frozen its coordinator keeps renewing until it sees a due Leader
     /// firing go unasked (`liveness::OVERDUE_GRACE`, 2 s) and releases: until then followers
     /// see a live holder and skip PreferLeader firings its frozen shim never runs, the one
-    /// PreferLeader window a lease backend still has (README, lease backends).
+    /// PreferLeader window a lease backend still has (README, lease backends). It is noticed
+    /// only after a Leader firing falls due, so the window can last the whole freeze.
     pub fn pause(&mut self, i: usize, which: Paused, hold: Duration) {
         let name = self.files.nodes[i].name.clone();
         let host = &self.hosts[i];
@@ -152,10 +153,15 @@ impl Bench {
                 node: Some(name.clone()),
                 reason: format!("{name}'s shim was frozen"),
             });
+            // The coordinator notices only once a Leader firing falls due unasked and the
+            // grace passes: with no Leader job due early in the freeze that is late in it, or
+            // never (CI, etcd seed 1796603702220: frozen at :38, first Leader due at :44,
+            // released at :46). So the window runs to the thaw, bounded by the grace and a
+            // round after it.
             let grace = i64::try_from(OVERDUE_GRACE.as_millis()).unwrap_or(i64::MAX);
             self.exempt.push(Exemption {
                 from,
-                to: from + grace + 2_000,
+                to: to + grace + 2_000,
                 policy: ClusterPolicy::PreferLeader,
                 node: None,
                 reason: "a wedged executor on the holder: followers see a live holder until \
