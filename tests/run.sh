@@ -74,18 +74,9 @@ case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
 echo "==> client conformance suites (clients/run-tests.sh)"
 CRONSTABLE_BIN="$target_dir/debug/cronstable" bash clients/run-tests.sh 2>&1 | tee -a "$log"
 
-# Every fuzz target for a few seconds (tests/fuzz/run.sh): nightly and the sanitizers. cargo-fuzz
-# comes from crates.io; a machine without a nightly toolchain cannot build the targets, and says so.
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
-  if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "==> installing cargo-fuzz"
-    cargo install cargo-fuzz --locked
-  fi
-  echo "==> fuzz targets, 5 s each (tests/fuzz/run.sh)"
-  bash tests/fuzz/run.sh 5 2>&1 | tee -a "$log"
-else
-  echo "WARNING: no nightly toolchain (rustup toolchain list): the fuzz targets were not run" | tee -a "$log"
-fi
+# The fuzz targets' seeds and saved crashes were replayed above, on stable, by the
+# cronstable-fuzz-checks tests. The fuzzer itself (nightly, sanitizers, minutes of build) runs
+# from its own script, off this path: tests/fuzz/run.sh SECONDS.
 
 # One closing line over every runner: nextest's summary (or cargo's result line per binary),
 # pytest's "N passed" and node's TAP "# pass N". awk, not grep: a grep that matches nothing
