@@ -7,8 +7,8 @@
 //!
 //! - `notify:`: a new webhook notifier; failed runs and role edges go to it from then on;
 //! - `statsd:`: a new statsd sender (or none); the per-job figures go to it from then on;
-//! - `web.authToken`: resolved again on every reload (a token file's bytes may be all that
-//!   changed); the HTTP API checks the new token at once. A secret that does not resolve
+//! - `web.authToken`, `api.authToken`: resolved again on every reload (a token file's bytes
+//!   may be all that changed); the HTTP or gRPC API checks the new token from its next request. A secret that does not resolve
 //!   keeps the token in force and logs why;
 //! - `jobs:`: the file (already re-read by the loader) is registered again under its executor
 //!   id, so `/jobs` and `/job-set-id` change; a removed `jobs:` key unregisters its jobs;
@@ -19,13 +19,14 @@
 //!   the seed's convergence hold for a rebuilt manager, GSP-100), and the new backend and the
 //!   store clients built from the section (@reboot records, retry handoffs) take over.
 //!
-//! What cannot change under a running process ([`RESTART_ONLY`]: the listeners, `state.*`,
-//! `cluster.nodeName`) is logged as a WARNING and otherwise ignored; it applies at the next
+//! [`ReloadKey`] lists every change a reload tells apart, each with its [`ReloadRule`]; README's
+//! reload table is rendered from it. What cannot change under a running process (the
+//! listeners, `state.*`, `cluster.nodeName`) is logged as a WARNING and otherwise ignored; it applies at the next
 //! start.
 //!
 //! A reload can only narrow, never open ([`Changes::refused`]): turning election on or off,
-//! removing `web.authToken`, or moving where the election happens (the backend, the store's
-//! path, endpoints or lease) refuses the whole reload with one ERROR line naming the keys, and
+//! removing `web.authToken` or `api.authToken`, or moving where the election happens (the backend, the store's
+//! path, endpoints, lease or topology) refuses the whole reload with one ERROR line naming the keys, and
 //! the running config stays. A half-written file that read as the defaults would otherwise
 //! switch a cluster node to election off and drop its token; a node that moves to another
 //! store must not lead on the new one while its peers still elect on the old. Such changes
@@ -65,14 +66,241 @@ pub fn stop_budget(backend: &dyn ClusterBackend) -> Duration {
     backend.stop_bound() + ABORT_WAIT
 }
 
-/// The keys a reload cannot apply, as the WARNING names them.
-pub const RESTART_ONLY: [&str; 5] = [
-    "api.listen",
-    "web.listen",
-    "state.path",
-    "state.store",
-    "cluster.nodeName",
-];
+/// How a reload treats a change to one [`ReloadKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadRule {
+    /// Applied by the running process at once.
+    Live,
+    /// Refuses the whole reload with one ERROR naming the key; the running config stays.
+    Refused,
+    /// Logged as a WARNING and kept at its running value until the next start; the rest of
+    /// the file applies.
+    AtRestart,
+}
+
+impl ReloadRule {
+    /// The README table's right-hand column.
+    pub const fn readme(self) -> &'static str {
+        match self {
+            Self::Live => "applied live",
+            Self::Refused => "**refused**: restart to apply",
+            Self::AtRestart => "ignored with a WARNING until the next start (the rest applies)",
+        }
+    }
+}
+
+/// Every change a reload tells apart: README's reload table is rendered from this list
+/// ([`readme_table`], held against README by a test), and the real-process test of the table
+/// (`tests/tests/integration/reload_table.rs`) matches on it without a wildcard, so a key
+/// cannot be added without its row and its test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReloadKey {
+    /// `notify:`.
+    Notify,
+    /// `statsd:`.
+    Statsd,
+    /// `web.authToken`: a token added, or another value or source.
+    WebAuthToken,
+    /// `api.authToken`: a token added, or another value or source.
+    ApiAuthToken,
+    /// `jobs:`.
+    Jobs,
+    /// The cluster's tuning: every key of the section that no other row names.
+    ClusterTuning,
+    /// The `cluster` section added or removed.
+    ClusterOnOff,
+    /// `cluster.electLeader`.
+    ElectLeader,
+    /// `web.authToken` removed.
+    WebAuthTokenRemoved,
+    /// `api.authToken` removed.
+    ApiAuthTokenRemoved,
+    /// `cluster.backend`.
+    Backend,
+    /// `cluster.filesystem.path`.
+    FilesystemPath,
+    /// `cluster.filesystem.deploymentId`.
+    FilesystemDeploymentId,
+    /// `cluster.filesystem.electionName`.
+    FilesystemElectionName,
+    /// `cluster.filesystem.topology`: `single-node` drops the mount guard.
+    FilesystemTopology,
+    /// `cluster.etcd.endpoints`.
+    EtcdEndpoints,
+    /// `cluster.etcd.electionName`.
+    EtcdElectionName,
+    /// `cluster.kubernetes.leaseName`.
+    KubernetesLeaseName,
+    /// `cluster.kubernetes.leaseNamespace`.
+    KubernetesLeaseNamespace,
+    /// `api.listen`.
+    ApiListen,
+    /// `web.listen`.
+    WebListen,
+    /// `state.path`.
+    StatePath,
+    /// `state.store`.
+    StateStore,
+    /// `cluster.nodeName`.
+    NodeName,
+    /// `cluster.observability` on a lease backend.
+    LeaseObservability,
+    /// `cluster.etcd` while `state.store: etcd` keeps the run ledger there.
+    EtcdLedger,
+}
+
+impl ReloadKey {
+    /// Every key, in README's order.
+    pub const ALL: [ReloadKey; 26] = [
+        Self::Notify,
+        Self::Statsd,
+        Self::WebAuthToken,
+        Self::ApiAuthToken,
+        Self::Jobs,
+        Self::ClusterTuning,
+        Self::ClusterOnOff,
+        Self::ElectLeader,
+        Self::WebAuthTokenRemoved,
+        Self::ApiAuthTokenRemoved,
+        Self::Backend,
+        Self::FilesystemPath,
+        Self::FilesystemDeploymentId,
+        Self::FilesystemElectionName,
+        Self::FilesystemTopology,
+        Self::EtcdEndpoints,
+        Self::EtcdElectionName,
+        Self::KubernetesLeaseName,
+        Self::KubernetesLeaseNamespace,
+        Self::ApiListen,
+        Self::WebListen,
+        Self::StatePath,
+        Self::StateStore,
+        Self::NodeName,
+        Self::LeaseObservability,
+        Self::EtcdLedger,
+    ];
+
+    /// The key as the reload's log lines name it (`changed=…`, `refused=…`, the WARNING).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Notify => "notify",
+            Self::Statsd => "statsd",
+            Self::WebAuthToken => "web.authToken",
+            Self::ApiAuthToken => "api.authToken",
+            Self::Jobs => "jobs",
+            Self::ClusterTuning => "cluster",
+            Self::ClusterOnOff => "cluster (election turned on or off)",
+            Self::ElectLeader => "cluster.electLeader",
+            Self::WebAuthTokenRemoved => "web.authToken (removed)",
+            Self::ApiAuthTokenRemoved => "api.authToken (removed)",
+            Self::Backend => "cluster.backend",
+            Self::FilesystemPath => "cluster.filesystem.path",
+            Self::FilesystemDeploymentId => "cluster.filesystem.deploymentId",
+            Self::FilesystemElectionName => "cluster.filesystem.electionName",
+            Self::FilesystemTopology => "cluster.filesystem.topology",
+            Self::EtcdEndpoints => "cluster.etcd.endpoints",
+            Self::EtcdElectionName => "cluster.etcd.electionName",
+            Self::KubernetesLeaseName => "cluster.kubernetes.leaseName",
+            Self::KubernetesLeaseNamespace => "cluster.kubernetes.leaseNamespace",
+            Self::ApiListen => "api.listen",
+            Self::WebListen => "web.listen",
+            Self::StatePath => "state.path",
+            Self::StateStore => "state.store",
+            Self::NodeName => "cluster.nodeName",
+            Self::LeaseObservability => {
+                "cluster.observability (the lease backend's observability mesh)"
+            }
+            Self::EtcdLedger => "cluster.etcd (the run ledger of state.store: etcd)",
+        }
+    }
+
+    /// What a reload does with a change to this key.
+    pub const fn rule(self) -> ReloadRule {
+        match self {
+            Self::Notify
+            | Self::Statsd
+            | Self::WebAuthToken
+            | Self::ApiAuthToken
+            | Self::Jobs
+            | Self::ClusterTuning => ReloadRule::Live,
+            Self::ClusterOnOff
+            | Self::ElectLeader
+            | Self::WebAuthTokenRemoved
+            | Self::ApiAuthTokenRemoved
+            | Self::Backend
+            | Self::FilesystemPath
+            | Self::FilesystemDeploymentId
+            | Self::FilesystemElectionName
+            | Self::FilesystemTopology
+            | Self::EtcdEndpoints
+            | Self::EtcdElectionName
+            | Self::KubernetesLeaseName
+            | Self::KubernetesLeaseNamespace => ReloadRule::Refused,
+            Self::ApiListen
+            | Self::WebListen
+            | Self::StatePath
+            | Self::StateStore
+            | Self::NodeName
+            | Self::LeaseObservability
+            | Self::EtcdLedger => ReloadRule::AtRestart,
+        }
+    }
+
+    /// The README table's left-hand column: the change, as an operator makes it.
+    pub const fn readme(self) -> &'static str {
+        match self {
+            Self::Notify => "`notify:` (the webhook)",
+            Self::Statsd => "`statsd:`",
+            Self::WebAuthToken => {
+                "`web.authToken` added, or a new value or source (a token file's new bytes too)"
+            }
+            Self::ApiAuthToken => {
+                "`api.authToken` added, or a new value or source (a token file's new bytes too)"
+            }
+            Self::Jobs => "`jobs:` (the key, the file's path, or the file's jobs)",
+            Self::ClusterTuning => {
+                "the cluster's tuning: every `cluster` key no other row names (`ttl`, \
+                 `interval`, `peers`, `tls`, `distribution`, …); the manager is rebuilt"
+            }
+            Self::ClusterOnOff => "the `cluster` section added or removed (election on or off)",
+            Self::ElectLeader => "`cluster.electLeader`",
+            Self::WebAuthTokenRemoved => "`web.authToken` removed",
+            Self::ApiAuthTokenRemoved => "`api.authToken` removed",
+            Self::Backend => "`cluster.backend`",
+            Self::FilesystemPath => "`cluster.filesystem.path`",
+            Self::FilesystemDeploymentId => "`cluster.filesystem.deploymentId`",
+            Self::FilesystemElectionName => "`cluster.filesystem.electionName`",
+            Self::FilesystemTopology => {
+                "`cluster.filesystem.topology` (`single-node` would drop the mount guard)"
+            }
+            Self::EtcdEndpoints => "`cluster.etcd.endpoints`",
+            Self::EtcdElectionName => "`cluster.etcd.electionName`",
+            Self::KubernetesLeaseName => "`cluster.kubernetes.leaseName`",
+            Self::KubernetesLeaseNamespace => "`cluster.kubernetes.leaseNamespace`",
+            Self::ApiListen => "`api.listen`",
+            Self::WebListen => "`web.listen`",
+            Self::StatePath => "`state.path`",
+            Self::StateStore => "`state.store`",
+            Self::NodeName => "`cluster.nodeName`",
+            Self::LeaseObservability => {
+                "`cluster.observability` on a lease backend (the display-only mesh)"
+            }
+            Self::EtcdLedger => {
+                "`cluster.etcd` while `state.store: etcd` keeps the run ledger there \
+                 (the ledger's client)"
+            }
+        }
+    }
+}
+
+/// README's reload table, as [`ReloadKey::ALL`] defines it.
+pub fn readme_table() -> String {
+    let mut out = String::from("| change in the reloaded file | at a reload |\n|---|---|\n");
+    for key in ReloadKey::ALL {
+        out.push_str(&format!("| {} | {} |\n", key.readme(), key.rule().readme()));
+    }
+    out
+}
 
 /// One SIGHUP, as the binary read the config file.
 #[derive(Debug)]
@@ -84,76 +312,86 @@ pub enum Reload {
     Unusable,
 }
 
-/// What differs between the running config and a reloaded one.
+/// What differs between the running config and a reloaded one, by [`ReloadKey`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Changes {
-    /// `notify:` differs.
-    pub notify: bool,
-    /// `statsd:` differs.
-    pub statsd: bool,
-    /// `jobs:` differs: the key, the file's path or format, or its parsed jobs.
-    pub jobs: bool,
-    /// The parsed `cluster:` section differs (its `nodeName` aside, which needs a restart).
-    pub cluster: bool,
-    /// `web.authToken`'s source (a value, a variable, a file) differs. The token itself is
-    /// resolved again on every reload regardless.
-    pub auth_token_source: bool,
-    /// Keys of [`RESTART_ONLY`] that differ, plus `cluster.etcd` when `state.store: etcd`
-    /// keeps its ledger there.
-    pub restart_needed: Vec<&'static str>,
-    /// Changes that would open the door (see the module docs): any of them refuses the whole
-    /// reload.
-    pub refused: Vec<&'static str>,
+    /// Changes of [`ReloadRule::Live`] keys. A token's source is listed only when it differs:
+    /// the token itself is resolved again at every reload (a file's bytes may be all that
+    /// changed).
+    pub live: Vec<ReloadKey>,
+    /// Changes of [`ReloadRule::AtRestart`] keys.
+    pub restart_needed: Vec<ReloadKey>,
+    /// Changes of [`ReloadRule::Refused`] keys (see the module docs): any of them refuses
+    /// the whole reload.
+    pub refused: Vec<ReloadKey>,
+}
+
+impl Changes {
+    /// Whether `key` changed.
+    pub fn has(&self, key: ReloadKey) -> bool {
+        self.live.contains(&key)
+            || self.restart_needed.contains(&key)
+            || self.refused.contains(&key)
+    }
+}
+
+/// The names of `keys`, comma-separated, as the log lines carry them.
+fn names(keys: &[ReloadKey]) -> String {
+    keys.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
 }
 
 /// The changes a reload refuses: each would let this node act where it did not, or drop a
 /// guard, so each needs a restart.
-fn door_openers(old: &Config, new: &Config) -> Vec<&'static str> {
+fn door_openers(old: &Config, new: &Config) -> Vec<ReloadKey> {
+    use ReloadKey as K;
     let mut out = Vec::new();
     if old.web.auth_token.is_some() && new.web.auth_token.is_none() {
-        out.push("web.authToken (removed)");
+        out.push(K::WebAuthTokenRemoved);
     }
     if old.api.auth_token.is_some() && new.api.auth_token.is_none() {
-        out.push("api.authToken (removed)");
+        out.push(K::ApiAuthTokenRemoved);
     }
     let (Some(o), Some(n)) = (old.cluster.as_ref(), new.cluster.as_ref()) else {
         if old.cluster.is_some() != new.cluster.is_some() {
-            out.push("cluster (election turned on or off)");
+            out.push(K::ClusterOnOff);
         }
         return out;
     };
     if o.backend != n.backend {
-        out.push("cluster.backend");
+        out.push(K::Backend);
         return out;
     }
     if o.elect_leader != n.elect_leader {
-        out.push("cluster.electLeader");
+        out.push(K::ElectLeader);
     }
     if let (Some(o), Some(n)) = (&o.filesystem, &n.filesystem) {
         if o.path != n.path {
-            out.push("cluster.filesystem.path");
+            out.push(K::FilesystemPath);
         }
         if o.deployment_id != n.deployment_id {
-            out.push("cluster.filesystem.deploymentId");
+            out.push(K::FilesystemDeploymentId);
         }
         if o.election_name != n.election_name {
-            out.push("cluster.filesystem.electionName");
+            out.push(K::FilesystemElectionName);
+        }
+        if o.topology != n.topology {
+            out.push(K::FilesystemTopology);
         }
     }
     if let (Some(o), Some(n)) = (&o.etcd, &n.etcd) {
         if o.endpoints != n.endpoints {
-            out.push("cluster.etcd.endpoints");
+            out.push(K::EtcdEndpoints);
         }
         if o.election_name != n.election_name {
-            out.push("cluster.etcd.electionName");
+            out.push(K::EtcdElectionName);
         }
     }
     if let (Some(o), Some(n)) = (&o.kubernetes, &n.kubernetes) {
         if o.lease_name != n.lease_name {
-            out.push("cluster.kubernetes.leaseName");
+            out.push(K::KubernetesLeaseName);
         }
         if o.lease_namespace != n.lease_namespace {
-            out.push("cluster.kubernetes.leaseNamespace");
+            out.push(K::KubernetesLeaseNamespace);
         }
     }
     out
@@ -161,21 +399,22 @@ fn door_openers(old: &Config, new: &Config) -> Vec<&'static str> {
 
 /// Compares two configs section by section. Pure, so the rules are unit-tested.
 pub fn changes(old: &Config, new: &Config) -> Changes {
+    use ReloadKey as K;
     let mut restart_needed = Vec::new();
     if old.api.listen != new.api.listen {
-        restart_needed.push("api.listen");
+        restart_needed.push(K::ApiListen);
     }
     if old.web.listen != new.web.listen {
-        restart_needed.push("web.listen");
+        restart_needed.push(K::WebListen);
     }
     if old.state.path != new.state.path {
-        restart_needed.push("state.path");
+        restart_needed.push(K::StatePath);
     }
     if old.state.store != new.state.store {
-        restart_needed.push("state.store");
+        restart_needed.push(K::StateStore);
     }
     if node_name_of(old) != node_name_of(new) {
-        restart_needed.push("cluster.nodeName");
+        restart_needed.push(K::NodeName);
     }
     // A lease backend's observability mesh runs for the process's life (its listener is bound
     // once); it is display only, so leaving the old one running is safe.
@@ -185,19 +424,35 @@ pub fn changes(old: &Config, new: &Config) -> Changes {
             .and_then(crate::gossip::observability::MeshSettings::from_cluster)
     };
     if mesh(old) != mesh(new) {
-        restart_needed.push("cluster.observability (the lease backend's observability mesh)");
+        restart_needed.push(K::LeaseObservability);
     }
     let etcd = |c: &Config| c.cluster.as_ref().and_then(|c| c.etcd.clone());
     // The run ledger opened its etcd client at start; a rebuilt manager does not reopen it.
     if old.state.store == StateStore::Etcd && etcd(old) != etcd(new) {
-        restart_needed.push("cluster.etcd (the run ledger of state.store: etcd)");
+        restart_needed.push(K::EtcdLedger);
     }
+    let live = [
+        (K::Notify, old.notify != new.notify),
+        (K::Statsd, old.statsd != new.statsd),
+        (
+            K::WebAuthToken,
+            new.web.auth_token.is_some() && old.web.auth_token != new.web.auth_token,
+        ),
+        (
+            K::ApiAuthToken,
+            new.api.auth_token.is_some() && old.api.auth_token != new.api.auth_token,
+        ),
+        (K::Jobs, old.jobs != new.jobs),
+        (
+            K::ClusterTuning,
+            election_part(old.cluster.as_ref()) != election_part(new.cluster.as_ref()),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(k, changed)| changed.then_some(k))
+    .collect();
     Changes {
-        notify: old.notify != new.notify,
-        statsd: old.statsd != new.statsd,
-        jobs: old.jobs != new.jobs,
-        cluster: election_part(old.cluster.as_ref()) != election_part(new.cluster.as_ref()),
-        auth_token_source: old.web.auth_token != new.web.auth_token,
+        live,
         restart_needed,
         refused: door_openers(old, new),
     }
@@ -229,7 +484,7 @@ fn election_part(c: Option<&ClusterConfig>) -> Option<ClusterConfig> {
 /// The config a reload leaves in force: `new`, except the keys that need a restart, which
 /// keep their running values (so the next reload compares against what really runs).
 fn effective(old: &Config, mut new: Config) -> Config {
-    new.api = old.api.clone();
+    new.api.listen = old.api.listen.clone();
     new.web.listen = old.web.listen.clone();
     new.state = old.state.clone();
     if let Some(c) = &mut new.cluster {
@@ -504,21 +759,24 @@ impl Supervisor {
     pub(crate) async fn apply(&mut self, new: Config) {
         let ch = changes(&self.config, &new);
         if !ch.refused.is_empty() {
+            let refused = names(&ch.refused);
             tracing::error!(
-                refused = ch.refused.join(", "),
-                "config reload refused: {} changed; a reload can only narrow what this node \
-                 does, so this needs a restart; the running config stays",
-                ch.refused.join(", ")
+                refused,
+                "config reload refused: {refused} changed; a reload can only narrow what this \
+                 node does, so this needs a restart; the running config stays"
             );
             self.state.metrics.reload("refused");
             return;
         }
         self.state.metrics.reload("applied");
         for key in &ch.restart_needed {
-            tracing::warn!("config reload: {key} changed; restart the coordinator to apply it");
+            tracing::warn!(
+                "config reload: {} changed; restart the coordinator to apply it",
+                key.name()
+            );
         }
         let mut next = effective(&self.config, new);
-        let mut applied: Vec<&'static str> = Vec::new();
+        let mut applied: Vec<ReloadKey> = Vec::new();
 
         if Self::apply_token(
             "web.authToken",
@@ -527,7 +785,7 @@ impl Supervisor {
             &self.tokens.web,
             &self.env,
         ) {
-            applied.push("web.authToken");
+            applied.push(ReloadKey::WebAuthToken);
         }
         if Self::apply_token(
             "api.authToken",
@@ -536,10 +794,10 @@ impl Supervisor {
             &self.tokens.api,
             &self.env,
         ) {
-            applied.push("api.authToken");
+            applied.push(ReloadKey::ApiAuthToken);
         }
 
-        if ch.notify {
+        if ch.has(ReloadKey::Notify) {
             let notifier = next.notify.webhook.clone().map(notify::Notifier::start);
             self.live.send_modify(|l| {
                 *l = Arc::new(LiveHandles {
@@ -547,10 +805,10 @@ impl Supervisor {
                     ..LiveHandles::clone(l)
                 });
             });
-            applied.push("notify");
+            applied.push(ReloadKey::Notify);
         }
 
-        if ch.statsd {
+        if ch.has(ReloadKey::Statsd) {
             let metrics = self.state.metrics.clone();
             let statsd = next
                 .statsd
@@ -562,12 +820,12 @@ impl Supervisor {
                     ..LiveHandles::clone(l)
                 });
             });
-            applied.push("statsd");
+            applied.push(ReloadKey::Statsd);
         }
 
-        if ch.jobs {
+        if ch.has(ReloadKey::Jobs) {
             match self.register_jobs(&next) {
-                Ok(()) => applied.push("jobs"),
+                Ok(()) => applied.push(ReloadKey::Jobs),
                 Err(e) => {
                     tracing::error!("config reload: jobs: {e}; the previous jobs stay registered");
                     next.jobs = self.config.jobs.clone();
@@ -575,15 +833,16 @@ impl Supervisor {
             }
         }
 
-        if !ch.cluster && self.pending.take().is_some() {
+        let cluster = ch.has(ReloadKey::ClusterTuning);
+        if !cluster && self.pending.take().is_some() {
             tracing::info!(
                 "config reload: cluster: the section is back to the running one; the pending \
                  switch is dropped"
             );
         }
-        if ch.cluster {
+        if cluster {
             match self.rebuild(next.cluster.as_ref()).await {
-                Ok(()) => applied.push("cluster"),
+                Ok(()) => applied.push(ReloadKey::ClusterTuning),
                 Err(e) => {
                     tracing::error!(
                         "config reload: cluster: {e}; the running cluster manager stays"
@@ -595,17 +854,19 @@ impl Supervisor {
 
         self.config = next;
         if applied.is_empty() {
+            let live: Vec<ReloadKey> = ReloadKey::ALL
+                .into_iter()
+                .filter(|k| k.rule() == ReloadRule::Live)
+                .collect();
             tracing::info!(
-                "config reloaded: nothing that applies live changed (notify, statsd, \
-                 web.authToken, jobs, cluster)"
+                "config reloaded: nothing that applies live changed ({})",
+                names(&live)
             );
         } else {
-            tracing::info!(changed = applied.join(", "), "config reloaded");
+            tracing::info!(changed = names(&applied), "config reloaded");
         }
     }
 
-    /// Registers `next`'s job file in place of the running one. A failure leaves the running
-    /// registration as it was.
     /// Resolves `key`'s `source` again and hands a changed token to `to`; true when it
     /// changed. A source that does not resolve keeps the previous token (and its source in
     /// `source`, so the next reload tries again).
@@ -633,6 +894,8 @@ impl Supervisor {
         }
     }
 
+    /// Registers `next`'s job file in place of the running one. A failure leaves the running
+    /// registration as it was.
     fn register_jobs(&self, next: &Config) -> Result<(), crate::jobs::RegisterError> {
         let old = self.config.jobs.as_ref();
         let new = next.jobs.as_ref();
@@ -756,6 +1019,24 @@ mod tests {
             .config
     }
 
+    const ETCD: &str = "cluster:\n  backend: etcd\n  nodeName: a\n  etcd:\n    endpoints: [\"http://127.0.0.1:2379\"]\n";
+
+    /// README's reload table is [`readme_table`]: a key added to [`ReloadKey`] without its
+    /// row, or a row edited by hand, fails here.
+    #[test]
+    fn readme_carries_the_reload_table_rendered_from_the_keys() {
+        let readme = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+        let table = readme_table();
+        assert!(
+            readme.contains(&table),
+            "README's reload table differs from reload::readme_table(); put this in its place:\n{table}"
+        );
+        let mut names: Vec<&str> = ReloadKey::ALL.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ReloadKey::ALL.len(), "two keys share a name");
+    }
+
     const FS: &str = "cluster:\n  backend: filesystem\n  nodeName: a\n  filesystem:\n    path: /tmp/x\n    ttl: 3\n";
 
     #[test]
@@ -769,7 +1050,7 @@ mod tests {
         let old = parse(FS);
         let new = parse(&FS.replace("ttl: 3", "ttl: 4"));
         let ch = changes(&old, &new);
-        assert!(ch.cluster && !ch.notify && !ch.jobs, "{ch:?}");
+        assert_eq!(ch.live, vec![ReloadKey::ClusterTuning], "{ch:?}");
         assert!(ch.restart_needed.is_empty());
     }
 
@@ -777,42 +1058,56 @@ mod tests {
     fn a_cluster_section_added_or_removed_is_a_cluster_change() {
         let off = Config::default();
         let on = parse(FS);
-        assert!(changes(&off, &on).cluster);
-        assert!(changes(&on, &off).cluster);
+        assert!(changes(&off, &on).has(ReloadKey::ClusterTuning));
+        assert!(changes(&on, &off).has(ReloadKey::ClusterTuning));
     }
 
     #[test]
     fn a_reload_that_would_open_the_door_is_refused_naming_the_key() {
         let fs = parse(FS);
         let token = "web:\n  authToken:\n    value: s3cret\n";
-        let cases: [(&str, String, String, &str); 8] = [
-            ("on", String::new(), FS.into(), "cluster (election turned on or off)"),
-            ("off", FS.into(), String::new(), "cluster (election turned on or off)"),
-            ("token", token.into(), String::new(), "web.authToken (removed)"),
-            ("path", FS.into(), FS.replace("/tmp/x", "/tmp/y"), "cluster.filesystem.path"),
+        let api_token = "api:\n  authToken:\n    value: s3cret\n";
+        let cases: [(&str, String, String, ReloadKey); 11] = [
+            ("on", String::new(), FS.into(), ReloadKey::ClusterOnOff),
+            ("off", FS.into(), String::new(), ReloadKey::ClusterOnOff),
+            ("token", token.into(), String::new(), ReloadKey::WebAuthTokenRemoved),
+            ("api token", api_token.into(), String::new(), ReloadKey::ApiAuthTokenRemoved),
+            ("path", FS.into(), FS.replace("/tmp/x", "/tmp/y"), ReloadKey::FilesystemPath),
+            (
+                "topology",
+                FS.into(),
+                format!("{FS}    topology: single-node\n"),
+                ReloadKey::FilesystemTopology,
+            ),
+            (
+                "etcd endpoints",
+                ETCD.into(),
+                ETCD.replace("2379", "2380"),
+                ReloadKey::EtcdEndpoints,
+            ),
             (
                 "deployment",
                 FS.into(),
                 format!("{FS}    deploymentId: other\n"),
-                "cluster.filesystem.deploymentId",
+                ReloadKey::FilesystemDeploymentId,
             ),
             (
                 "election",
                 FS.into(),
                 format!("{FS}    electionName: other/leader\n"),
-                "cluster.filesystem.electionName",
+                ReloadKey::FilesystemElectionName,
             ),
             (
                 "backend",
                 FS.into(),
-                "cluster:\n  backend: etcd\n  nodeName: a\n  etcd:\n    endpoints: [\"http://127.0.0.1:2379\"]\n".into(),
-                "cluster.backend",
+                ETCD.into(),
+                ReloadKey::Backend,
             ),
             (
                 "electLeader",
                 "cluster:\n  nodeName: a\n  electLeader: true\n  listen: 127.0.0.1:8443\n  tls: {ca: /c, cert: /c, key: /k}\n  peers: [{host: 127.0.0.2:8443}, {host: 127.0.0.3:8443}]\n".into(),
                 "cluster:\n  nodeName: a\n  electLeader: false\n  listen: 127.0.0.1:8443\n  tls: {ca: /c, cert: /c, key: /k}\n  peers: [{host: 127.0.0.2:8443}, {host: 127.0.0.3:8443}]\n".into(),
-                "cluster.electLeader",
+                ReloadKey::ElectLeader,
             ),
         ];
         for (what, old, new, key) in cases {
@@ -821,11 +1116,21 @@ mod tests {
         }
         // Narrowing or tuning is not refused: a new token, a new ttl, a token added.
         let tuned = changes(&fs, &parse(&FS.replace("ttl: 3", "ttl: 5")));
-        assert!(tuned.refused.is_empty() && tuned.cluster, "{tuned:?}");
-        let added = changes(&Config::default(), &parse(token));
-        assert!(added.refused.is_empty(), "{added:?}");
-        let other = changes(&parse(token), &parse(&token.replace("s3cret", "other")));
-        assert!(other.refused.is_empty(), "{other:?}");
+        assert!(
+            tuned.refused.is_empty() && tuned.has(ReloadKey::ClusterTuning),
+            "{tuned:?}"
+        );
+        for (t, key) in [
+            (token, ReloadKey::WebAuthToken),
+            (api_token, ReloadKey::ApiAuthToken),
+        ] {
+            let added = changes(&Config::default(), &parse(t));
+            assert_eq!(added.live, vec![key], "{added:?}");
+            assert!(added.refused.is_empty(), "{added:?}");
+            let other = changes(&parse(t), &parse(&t.replace("s3cret", "other")));
+            assert_eq!(other.live, vec![key], "{other:?}");
+            assert!(other.refused.is_empty(), "{other:?}");
+        }
     }
 
     #[test]
@@ -833,8 +1138,8 @@ mod tests {
         let old = parse(FS);
         let new = parse(&FS.replace("nodeName: a", "nodeName: b"));
         let ch = changes(&old, &new);
-        assert!(!ch.cluster, "{ch:?}");
-        assert_eq!(ch.restart_needed, vec!["cluster.nodeName"]);
+        assert!(!ch.has(ReloadKey::ClusterTuning), "{ch:?}");
+        assert_eq!(ch.restart_needed, vec![ReloadKey::NodeName]);
         let kept = effective(&old, new);
         assert_eq!(
             kept.cluster.as_ref().and_then(|c| c.node_name.as_deref()),
@@ -852,10 +1157,19 @@ mod tests {
         let ch = changes(&old, &new);
         assert_eq!(
             ch.restart_needed,
-            vec!["api.listen", "web.listen", "state.path"]
+            vec![
+                ReloadKey::ApiListen,
+                ReloadKey::WebListen,
+                ReloadKey::StatePath
+            ]
         );
         let kept = effective(&old, new);
         assert_eq!(kept.api, old.api);
+        // A token is not a listener: the reload keeps the new one (it was lost before).
+        let with_token = parse("api:\n  listen: 127.0.0.1:7003\n  authToken:\n    value: t\n");
+        let kept = effective(&old, with_token.clone());
+        assert_eq!(kept.api.listen, old.api.listen);
+        assert_eq!(kept.api.auth_token, with_token.api.auth_token);
         assert_eq!(kept.web.listen, old.web.listen);
         assert_eq!(kept.state, old.state);
     }
@@ -872,9 +1186,11 @@ mod tests {
         };
         let (old, new) = (mesh("127.0.0.2:9443"), mesh("127.0.0.3:9443"));
         let ch = changes(&old, &new);
-        assert!(!ch.cluster, "the lease is not rebuilt for the mesh: {ch:?}");
-        assert_eq!(ch.restart_needed.len(), 1, "{ch:?}");
-        assert!(ch.restart_needed[0].starts_with("cluster.observability"));
+        assert!(
+            !ch.has(ReloadKey::ClusterTuning),
+            "the lease is not rebuilt for the mesh: {ch:?}"
+        );
+        assert_eq!(ch.restart_needed, vec![ReloadKey::LeaseObservability]);
         // The running mesh stays what the next reload compares against: going back to it
         // needs nothing.
         let running = effective(&old, new);
@@ -889,7 +1205,7 @@ mod tests {
             "notify:\n  webhook:\n    url: http://127.0.0.1:9/hook\nweb:\n  authToken:\n    value: s3cret\n",
         );
         let ch = changes(&old, &new);
-        assert!(ch.notify && ch.auth_token_source && !ch.cluster, "{ch:?}");
+        assert_eq!(ch.live, vec![ReloadKey::Notify, ReloadKey::WebAuthToken]);
     }
 
     #[test]

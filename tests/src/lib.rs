@@ -390,6 +390,60 @@ impl Coordinator {
     }
 }
 
+impl Coordinator {
+    /// Sends SIGHUP and waits until the coordinator logs that this reload is over, applied or
+    /// refused. Returns the log lines of this reload; panics if the coordinator stops
+    /// answering.
+    pub fn reload(&self) -> String {
+        /// What the coordinator logs when a reload is over, applied or refused.
+        const DONE: [&str; 2] = ["config reloaded", "the running config stays"];
+        let before = self.proc.log();
+        let seen = |log: &str| DONE.iter().map(|d| log.matches(d).count()).sum::<usize>();
+        let base = seen(&before);
+        self.proc.signal(1);
+        wait_for_state("the reload to finish", || {
+            let log = self.proc.log();
+            if seen(&log) > base {
+                Ok(log[before.len()..].to_owned())
+            } else if !http(self.web, "GET", "/healthz").is_ok_and(|r| r.status == 200) {
+                Err(format!(
+                    "the coordinator stopped answering after SIGHUP; its log:\n{log}"
+                ))
+            } else {
+                Err(log[before.len()..].to_owned())
+            }
+        })
+    }
+}
+
+/// A `RegisterJobs` call of `jobs` under `executor_id` to the coordinator at `api`, with
+/// `token` as its bearer token (none: no `authorization` metadata). A connection that fails is
+/// `UNAVAILABLE`.
+pub async fn register_jobs(
+    api: &str,
+    executor_id: &str,
+    jobs: Vec<cronstable_proto::v1::JobDefinition>,
+    token: Option<&str>,
+) -> Result<(), tonic::Status> {
+    use cronstable_proto::v1 as pb;
+    let mut client = pb::executor_client::ExecutorClient::connect(api.to_owned())
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let mut request = tonic::Request::new(pb::RegisterJobsRequest {
+        executor_id: executor_id.into(),
+        jobs,
+        instance_id: format!("{executor_id}-1"),
+        pid: 4101,
+    });
+    if let Some(token) = token {
+        let value = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| tonic::Status::invalid_argument("a token that is no header value"))?;
+        request.metadata_mut().insert("authorization", value);
+    }
+    client.register_jobs(request).await.map(|_| ())
+}
+
 /// `POST /jobs/<job>/start` on `web`, asked again while the answer is 503: a shim registers its
 /// jobs before it opens the Watch stream that carries manual starts, so a start asked right
 /// after the registration can find no executor connected yet. Any other answer is returned.

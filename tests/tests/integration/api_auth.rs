@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cronstable_proto::v1 as pb;
-use cronstable_tests::{Coordinator, binary, free_port, http, lines, start_shim, wait_for};
+use cronstable_tests::{
+    Coordinator, binary, free_port, http, lines, register_jobs, start_shim, wait_for,
+};
 
 /// SIGHUP, SIGTERM.
 const HUP: i32 = 1;
@@ -46,27 +48,13 @@ fn register(
     api: &str,
     token: Option<&str>,
 ) -> Result<(), tonic::Status> {
-    rt.block_on(async {
-        let mut client = pb::executor_client::ExecutorClient::connect(api.to_owned())
-            .await
-            .unwrap();
-        let mut request = tonic::Request::new(pb::RegisterJobsRequest {
-            executor_id: "billing".into(),
-            jobs: vec![pb::JobDefinition {
-                name: "charge".into(),
-                schedule: "0 3 * * *".into(),
-                command: "true".into(),
-                ..Default::default()
-            }],
-            instance_id: "i-1".into(),
-            pid: 4101,
-        });
-        if let Some(token) = token {
-            let value = format!("Bearer {token}").parse().unwrap();
-            request.metadata_mut().insert("authorization", value);
-        }
-        client.register_jobs(request).await.map(|_| ())
-    })
+    let charge = pb::JobDefinition {
+        name: "charge".into(),
+        schedule: "0 3 * * *".into(),
+        command: "true".into(),
+        ..Default::default()
+    };
+    rt.block_on(register_jobs(api, "billing", vec![charge], token))
 }
 
 #[test]
@@ -188,4 +176,64 @@ fn the_shim_and_the_gate_send_the_token_they_are_given() {
     );
     shim.signal(TERM);
     shim.wait_exit();
+}
+
+/// Red on the code before the reload table: the reload kept the running `api` section, so a
+/// token added to the file (or a new value, or another file) was logged as reloaded and never
+/// checked.
+#[test]
+fn a_token_added_or_changed_at_a_reload_is_checked_from_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (api, web) = (free_port(), free_port());
+    let config = dir.path().join("coordinator.yaml");
+    let open = format!("api:\n  listen: 127.0.0.1:{api}\nweb:\n  listen: 127.0.0.1:{web}\n");
+    std::fs::write(&config, &open).unwrap();
+    let c = Coordinator::start_with(
+        config.clone(),
+        format!("http://127.0.0.1:{api}"),
+        ([127, 0, 0, 1], web).into(),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    register(&rt, &c.api, None).expect("an open API serves a call without a token");
+
+    let reloaded = |c: &Coordinator, n: usize| {
+        wait_for("the reload to finish", || {
+            (c.proc.log().matches("config reloaded").count() >= n).then_some(())
+        })
+    };
+    // Added as a value.
+    let with_value = open.replace(
+        &format!("127.0.0.1:{api}\n"),
+        &format!("127.0.0.1:{api}\n  authToken:\n    value: added\n"),
+    );
+    std::fs::write(&config, &with_value).unwrap();
+    c.proc.signal(HUP);
+    reloaded(&c, 1);
+    let refused = register(&rt, &c.api, None).unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused:?}");
+    register(&rt, &c.api, Some("added")).expect("the added token");
+
+    // Another value, then another source (a file).
+    std::fs::write(&config, with_value.replace("added", "changed")).unwrap();
+    c.proc.signal(HUP);
+    reloaded(&c, 2);
+    assert_eq!(
+        register(&rt, &c.api, Some("added")).unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
+    register(&rt, &c.api, Some("changed")).expect("the changed token");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-file\n").unwrap();
+    std::fs::write(
+        &config,
+        with_value.replace("value: added", &format!("fromFile: {}", file.display())),
+    )
+    .unwrap();
+    c.proc.signal(HUP);
+    reloaded(&c, 3);
+    assert_eq!(
+        register(&rt, &c.api, Some("changed")).unwrap_err().code(),
+        tonic::Code::Unauthenticated
+    );
+    register(&rt, &c.api, Some("from-file")).expect("the token from the new file");
 }

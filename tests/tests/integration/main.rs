@@ -32,6 +32,7 @@ mod reboot_gossip;
 mod reboot_lease;
 mod reboot_reload;
 mod reload;
+mod reload_table;
 mod resilience;
 mod retry_handoff;
 mod retry_handoff_abandon;

@@ -17,31 +17,9 @@ use cronstable_tests::{
 };
 use serde_json::Value;
 
-/// SIGHUP.
-const HUP: i32 = 1;
-
-/// What the coordinator logs when a reload is over, applied or refused.
-const DONE: [&str; 2] = ["config reloaded", "the running config stays"];
-
-/// Sends SIGHUP and waits until the coordinator logs that this reload is over. Returns the
-/// log lines of this reload.
+/// Sends SIGHUP and waits until the reload is over; its log lines.
 fn reload(c: &Coordinator) -> String {
-    let before = c.proc.log();
-    let seen = |log: &str| DONE.iter().map(|d| log.matches(d).count()).sum::<usize>();
-    let base = seen(&before);
-    c.proc.signal(HUP);
-    wait_for_state("the reload to finish", || {
-        let log = c.proc.log();
-        if seen(&log) > base {
-            Ok(log[before.len()..].to_owned())
-        } else if !alive(c.web) {
-            Err(format!(
-                "the coordinator stopped answering after SIGHUP; its log:\n{log}"
-            ))
-        } else {
-            Err(log[before.len()..].to_owned())
-        }
-    })
+    c.reload()
 }
 
 fn alive(web: SocketAddr) -> bool {
