@@ -523,9 +523,15 @@ pub fn http_with(
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
         .collect();
+    // A `Host` among `headers` stands in for the address (a browser's view of a name).
+    let host = if headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        String::new()
+    } else {
+        format!("Host: {addr}\r\n")
+    };
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\n{host}{extra}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
     let mut raw = String::new();
     s.read_to_string(&mut raw)?;

@@ -55,6 +55,17 @@ pub(super) fn validate(raw: RawConfig, text: &str, source: &str) -> Outcome {
     } else if ctx.written("web.authToken") {
         secret(&mut ctx, "web.authToken", None);
     }
+    if config.web.auth_token.is_none() && !config.web.listen.is_loopback() {
+        ctx.warn(
+            "web.listen",
+            format!(
+                "{} can be reached from other hosts and web.authToken is not set: anyone who \
+                 can reach it can read every job's command and history and start jobs \
+                 (POST /jobs/NAME/start); set web.authToken, or listen on loopback",
+                config.web.listen
+            ),
+        );
+    }
     config.cluster = raw.cluster.map(|c| cluster(&mut ctx, &c));
     if let Some(state) = raw.state {
         config.state.store = match state.store.as_deref().map(str::trim) {

@@ -12,6 +12,7 @@ mod fleet;
 mod jobs;
 mod json;
 mod node;
+mod origin;
 
 use std::sync::Arc;
 
@@ -84,8 +85,13 @@ pub fn router_with_tokens(state: CoordinatorState, tokens: AuthTokens) -> Router
         .route("/node", get(node::node))
         .route("/metrics", get(metrics))
         .route_layer(axum::middleware::from_fn_with_state(
-            tokens,
+            tokens.clone(),
             auth::require_token,
+        ))
+        // Outermost: a change from another site is refused before the token is looked at.
+        .route_layer(axum::middleware::from_fn_with_state(
+            tokens,
+            origin::same_origin_changes,
         ));
     Router::new()
         .route("/healthz", get(healthz))

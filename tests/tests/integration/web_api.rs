@@ -268,6 +268,89 @@ fn the_auth_token_guards_everything_but_health() {
     }
 }
 
+/// Red on the code before the origin guard: without `web.authToken` every one of these starts
+/// was served (202), so any page a browser on the operator's network opened could start an
+/// ungated run.
+#[test]
+fn a_page_on_another_site_cannot_start_a_job_even_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = coordinator_with(dir.path(), "");
+    let jobs = crontab(
+        dir.path(),
+        "# cronstable: name=deploy clusterPolicy=Leader\n0 3 * * * true\n",
+    );
+    let _shim = start_shim(&jobs, &coordinator.api, &[]);
+    let web = coordinator.web;
+    wait_for("the shim to register deploy", || {
+        http(web, "GET", "/jobs/deploy")
+            .ok()
+            .filter(|r| r.status == 200)
+    });
+    // A script (no Origin, no fetch metadata) is no browser: served, as before.
+    let script = cronstable_tests::start_job(web, "deploy");
+    assert_eq!(script.status, 202, "{}", script.body);
+
+    let own = format!("http://{web}");
+    let rebound = format!("evil.example:{}", web.port());
+    let rebound_origin = format!("http://{rebound}");
+    let refused: [(&str, Vec<(&str, &str)>); 4] = [
+        (
+            "a cross-site fetch",
+            vec![
+                ("Origin", "https://evil.example"),
+                ("Sec-Fetch-Site", "cross-site"),
+            ],
+        ),
+        (
+            "an older browser's form post",
+            vec![("Origin", "https://evil.example")],
+        ),
+        ("an opaque origin", vec![("Origin", "null")]),
+        (
+            // A name the attacker points at this address after the page loaded: the browser
+            // thinks it is same-origin.
+            "DNS rebinding",
+            vec![
+                ("Host", &rebound),
+                ("Origin", &rebound_origin),
+                ("Sec-Fetch-Site", "same-origin"),
+            ],
+        ),
+    ];
+    for (what, headers) in refused {
+        let r = http_with(web, "POST", "/jobs/deploy/start", &headers).unwrap();
+        assert_eq!(r.status, 403, "{what}: {}", r.body);
+        let why = r.json()["error"].as_str().unwrap().to_owned();
+        assert!(
+            why.contains("cannot change anything here") || why.contains("set web.authToken"),
+            "{what}: {why}"
+        );
+    }
+    let same_site = http_with(
+        web,
+        "POST",
+        "/jobs/deploy/start",
+        &[("Sec-Fetch-Site", "same-site"), ("Origin", &own)],
+    )
+    .unwrap();
+    assert_eq!(
+        same_site.status, 403,
+        "another port or subdomain is another origin"
+    );
+    // The dashboard's own button: same origin, an address.
+    let dashboard = http_with(
+        web,
+        "POST",
+        "/jobs/deploy/start",
+        &[("Origin", &own), ("Sec-Fetch-Site", "same-origin")],
+    )
+    .unwrap();
+    assert_eq!(dashboard.status, 202, "{}", dashboard.body);
+    // Reading stays open to a browser: only changes are guarded.
+    let read = http_with(web, "GET", "/jobs", &[("Origin", "https://evil.example")]).unwrap();
+    assert_eq!(read.status, 200);
+}
+
 #[test]
 fn an_auth_token_from_an_unset_variable_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
