@@ -156,6 +156,19 @@ pub struct Kustomization {
     /// `images`.
     #[serde(default)]
     pub images: Vec<KustomizeImage>,
+    /// `secretGenerator`.
+    #[serde(default)]
+    pub secret_generator: Vec<SecretGenerator>,
+}
+
+/// One `secretGenerator:` entry of a kustomization.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct SecretGenerator {
+    /// `name`: kustomize rewrites every `secretName` reference to it.
+    pub name: String,
+    /// `files`: `key=path` (relative to the kustomization).
+    pub files: Vec<String>,
 }
 
 /// One `images:` entry of a kustomization.

@@ -403,8 +403,9 @@ fn check_gossip(m: &Manifests, namespace: &str) {
         .volumes
         .iter()
         .flatten()
-        .find_map(|v| v.secret.as_ref())
-        .expect("a Secret volume");
+        .filter_map(|v| v.secret.as_ref())
+        .find(|s| s.secret_name.as_deref() != Some(TOKENS))
+        .expect("a Secret volume for the TLS files");
     let secret = tls_volume.secret_name.clone().unwrap();
     let (_, cert) = m
         .certificates
@@ -479,7 +480,7 @@ fn compose_files_have_services_and_their_configs_pass_validate_config() {
             );
             for v in s["volumes"].as_array().into_iter().flatten() {
                 let source = v.as_str().unwrap().split(':').next().unwrap();
-                // certs/ is made by make-certs.sh, not committed.
+                // certs/ and tokens/ are made by make-certs.sh and make-tokens.sh, not committed.
                 if source.starts_with("./config") {
                     assert!(
                         dir.join(source).exists(),
@@ -508,6 +509,154 @@ fn compose_files_have_services_and_their_configs_pass_validate_config() {
         }
     }
     assert_eq!(configs, 3 + 10 + 1);
+}
+
+/// The Secret every Kubernetes pod reads its tokens from.
+const TOKENS: &str = "cronstable-tokens";
+
+/// A coordinator config's `api.authToken.fromFile` and `web.authToken.fromFile`.
+fn token_files(config: &Value, what: &str) -> (String, String) {
+    let file = |api: &str| {
+        config[api]["authToken"]["fromFile"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {api}.authToken is not read from a file: {config}"))
+            .to_owned()
+    };
+    (file("api"), file("web"))
+}
+
+/// Red on the artefacts before the origin issue: none set a token, so every shipped HTTP API
+/// (on 0.0.0.0:8080) let anyone who reached it start a job.
+#[test]
+fn every_shipped_coordinator_reads_both_tokens_from_a_secret_or_file() {
+    // Kubernetes: the Secret is generated from two files, mounted in every pod, named by
+    // every coordinator config, and sent by every shim and every gate line.
+    let k = kustomization();
+    let generator = k
+        .secret_generator
+        .iter()
+        .find(|g| g.name == TOKENS)
+        .expect("a secretGenerator for the tokens");
+    assert_eq!(generator.files, ["api=tokens/api", "web=tokens/web"]);
+    let ignored = read(&deploy().join("../.gitignore"));
+    assert!(
+        ignored.contains("/deploy/kubernetes/tokens/"),
+        "tokens/ must not be committed"
+    );
+    let m = load_manifests(&k);
+    for cm in &m.config_maps {
+        let name = cm.metadata.name.clone().unwrap();
+        let data = cm.data.as_ref().unwrap();
+        if let Some(text) = data.get("coordinator.yaml") {
+            let config: Value = serde_saphyr::from_str(text).unwrap();
+            let (api, web) = token_files(&config, &name);
+            assert_eq!(
+                (api.as_str(), web.as_str()),
+                ("/etc/cronstable-tokens/api", "/etc/cronstable-tokens/web"),
+                "{name}"
+            );
+        }
+        for (key, text) in data {
+            for line in text.lines().filter(|l| l.contains("cronstable-gate ")) {
+                assert!(
+                    line.contains("--api-token-file /etc/cronstable-tokens/api"),
+                    "{name}/{key}: a gate line without the token: {line}"
+                );
+            }
+        }
+    }
+    for (workload, template) in pods(&m) {
+        let pod = template.spec.as_ref().unwrap();
+        let from_secret = pod.volumes.iter().flatten().any(|v| {
+            v.name == "tokens"
+                && v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some(TOKENS)
+        });
+        assert!(from_secret, "{workload}: no tokens volume from {TOKENS}");
+        for c in pod
+            .containers
+            .iter()
+            .chain(pod.init_containers.iter().flatten())
+        {
+            let mounted = c
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|v| v.name == "tokens" && v.mount_path == "/etc/cronstable-tokens");
+            assert!(mounted, "{workload}/{}: the tokens are not mounted", c.name);
+            let args = c.args.clone().unwrap_or_default();
+            if c.command.as_deref() == Some(&["cronstable-shim".to_owned()][..]) {
+                let at = args.iter().position(|a| a == "--api-token-file");
+                assert_eq!(
+                    at.map(|i| args[i + 1].as_str()),
+                    Some("/etc/cronstable-tokens/api"),
+                    "{workload}/{}: {args:?}",
+                    c.name
+                );
+            }
+        }
+    }
+
+    // docker compose: every config names the mounted files, every service that runs a
+    // coordinator or a shim mounts them, every shim sends the api token.
+    let compose = deploy().join("compose");
+    assert!(read(&compose.join(".gitignore")).contains("tokens/"));
+    for entry in std::fs::read_dir(compose.join("config")).unwrap() {
+        let path = entry.unwrap().path();
+        let configs: Vec<PathBuf> = if path.is_dir() {
+            std::fs::read_dir(&path)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect()
+        } else {
+            vec![path]
+        };
+        for config in configs
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        {
+            let what = config.display().to_string();
+            let value: Value = serde_saphyr::from_str(&read(config)).unwrap();
+            assert_eq!(
+                token_files(&value, &what),
+                (
+                    "/etc/cronstable/tokens/api".to_owned(),
+                    "/etc/cronstable/tokens/web".to_owned()
+                ),
+                "{what}"
+            );
+        }
+    }
+    for file in ["gossip-3.yaml", "spread-10.yaml", "etcd.yaml"] {
+        let doc: Value = serde_saphyr::from_str(&read(&compose.join(file))).unwrap();
+        for (name, s) in doc["services"].as_object().unwrap() {
+            let command: Vec<&str> = s["command"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let Some(program) = command.first() else {
+                continue;
+            };
+            if !program.starts_with("cronstable") {
+                continue;
+            }
+            let mounts_tokens = s["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v.as_str() == Some("./tokens:/etc/cronstable/tokens:ro"));
+            assert!(mounts_tokens, "{file}/{name}: the tokens are not mounted");
+            if *program == "cronstable-shim" {
+                assert!(
+                    command
+                        .windows(2)
+                        .any(|w| w == ["--api-token-file", "/etc/cronstable/tokens/api"]),
+                    "{file}/{name}: {command:?}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
