@@ -19,8 +19,9 @@
 //!   leaves its shim applying the no-manager row;
 //! - an answer with a reason this build does not know clears the memory, and so does a
 //!   registration answer without a stamp (an older coordinator);
-//! - "off" is trusted for [`MEMORY_TTL`] after the coordinator last said it, which bounds a
-//!   coordinator that was killed (no farewell) and crash-loops on a new config;
+//! - "off" is trusted for [`MEMORY_TTL`] (30 s) after the coordinator last said it, which
+//!   bounds a coordinator that was killed (no farewell) and crash-loops on a new config, and a
+//!   config edited after a truthful farewell;
 //! - it applies only when the coordinator cannot be reached: an answer that refuses the
 //!   question is no reason to assume anything.
 //!
@@ -32,8 +33,12 @@ use cronstable_core::mode::{ElectionMode, ElectionStamp};
 use cronstable_core::{Gate, Reason};
 use tokio::time::Instant;
 
-/// How long "election is off" is trusted after the coordinator last said so.
-pub const MEMORY_TTL: Duration = Duration::from_secs(300);
+/// How long "election is off" is trusted after the coordinator last said so. It bounds what
+/// nothing can tell the shim: a coordinator killed without a farewell, or a config edited after
+/// a truthful farewell into a cluster whose new start fails; for that long a shim may run Leader
+/// jobs beside a cluster's leader. A coordinator restart that takes longer (an image pull, a
+/// crash-loop back-off) skips Leader jobs from then on: failing closed is the side to err on.
+pub const MEMORY_TTL: Duration = Duration::from_secs(30);
 
 /// The remembered election mode.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
+use std::time::Duration;
 
 use cronstable_tests::etcd::Etcd;
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
@@ -229,7 +230,7 @@ fn leader_tick(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 /// Defect 4: with election off the coordinator answers RUN for every job; when the shim cannot
 /// reach it (a sidecar restart) the shim used the no-manager row and skipped Leader jobs. It
 /// remembers the election mode the coordinator stated and keeps running them (killed, the
-/// coordinator says no goodbye: the memory's five-minute bound applies).
+/// coordinator says no goodbye: the memory's 30-second bound applies).
 #[test]
 fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down() {
     let dir = tempfile::tempdir().unwrap();
@@ -253,7 +254,7 @@ fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down()
 /// an election-off coordinator's shim keeps running Leader jobs while it is away. Stopped after
 /// its config was rewritten for a cluster (a node being moved into one) whose new config then
 /// fails to start, the shim applies the no-manager row: it must not run Leader jobs beside the
-/// cluster's elected leader for the five minutes its memory would otherwise be trusted.
+/// cluster's elected leader for the 30 seconds its memory would otherwise be trusted.
 #[test]
 fn a_coordinator_stopped_into_a_cluster_config_leaves_its_shim_running_no_leader_job() {
     let dir = tempfile::tempdir().unwrap();
@@ -313,5 +314,61 @@ fn a_coordinator_stopped_into_a_cluster_config_leaves_its_shim_running_no_leader
         "the shim ran a Leader job after its coordinator left for a cluster; shim log:\n{}",
         shim.log()
     );
+    drop(shim);
+}
+
+/// Issue 43, item 4: the config is edited *after* the graceful stop (the farewell said "off",
+/// truthfully at the time) into a cluster config with an error, and the coordinator's next
+/// start fails. Nothing can tell the shim; its memory of "off" must end within 30 s of the
+/// farewell, after which Leader firings fall to the no-manager rule (they skip).
+///
+/// Red on the code before the bound: "off" was trusted for 5 minutes, so the shim ran every
+/// Leader firing beside the cluster's leader for that long.
+#[test]
+fn a_config_edited_after_the_farewell_ends_leader_runs_within_thirty_seconds() {
+    const BOUND: Duration = Duration::from_secs(30);
+    let dir = tempfile::tempdir().unwrap();
+    let (crontab, out) = leader_tick(dir.path());
+    let mut first = Coordinator::start(dir.path());
+    let config = first.config.clone();
+    let shim = start_shim(&crontab, &first.api, &["--ask-timeout", "300ms"]);
+    wait_for("a first run", || (count(&out, "tick") >= 1).then_some(()));
+    shim.wait_log("registered with the coordinator");
+
+    first.proc.signal(15);
+    assert_eq!(first.proc.wait_exit(), Some(0), "{}", first.proc.log());
+    let farewell = tokio::time::Instant::now();
+    // Edited after the farewell: a cluster section this build refuses (no endpoints).
+    let original = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{original}cluster:\n  backend: etcd\n  electionName: moved-into-a-cluster\n"),
+    )
+    .unwrap();
+    let mut restart = cronstable_tests::Proc::spawn("coordinator (crash loop)", {
+        let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable"));
+        cmd.arg("coordinator").arg("--config").arg(&config);
+        cmd
+    });
+    assert_eq!(restart.wait_exit(), Some(64), "{}", restart.log());
+
+    // The memory's bound, plus one firing and the ask timeout.
+    let skipped = "applying the no-manager rule";
+    let deadline = BOUND + Duration::from_secs(3);
+    while !shim.log().contains(skipped) {
+        assert!(
+            farewell.elapsed() < deadline,
+            "the shim still trusts \"election off\" {:?} after the farewell; shim log:\n{}",
+            farewell.elapsed(),
+            shim.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let runs = count(&out, "tick");
+    let seen = shim.log().matches(skipped).count();
+    wait_for("two more Leader firings skipped by the shim alone", || {
+        (shim.log().matches(skipped).count() >= seen + 2).then_some(())
+    });
+    assert_eq!(count(&out, "tick"), runs, "a Leader run after the bound");
     drop(shim);
 }
