@@ -50,6 +50,9 @@ async fn measure(
         .await
         .unwrap();
     let start = Instant::now();
+    // Fresh instants (this second onwards): a question past the job's start deadline would
+    // measure the late-question skip instead of the gate.
+    let base = cronstable_coordinator::clock::now_ms() / 1000 * 1000;
     let mut tasks = Vec::new();
     for w in 0..concurrency {
         let mut client = ExecutorClient::new(channel.clone());
@@ -60,7 +63,7 @@ async fn measure(
                 let req = pb::ShouldRunRequest {
                     executor_id: "bench".into(),
                     job: "charge-cards".into(),
-                    scheduled_at_ms: 1_780_000_000_000 + n * 1000 + w as i64,
+                    scheduled_at_ms: base + n * 1000 + w as i64,
                     kind: pb::FiringKind::Scheduled as i32,
                     attempt: 1,
                     ..Default::default()

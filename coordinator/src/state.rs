@@ -346,7 +346,20 @@ impl CoordinatorState {
         self.pace
             .heard(&registered.executor_id, firing.scheduled_at_ms, now.unix_ms);
         let policy = registered.spec.cluster_policy;
-        let mut decided = self.decide_at(&set, job, policy, kind, firing.scheduled_at_ms, now.at);
+        // Row −1: a scheduled firing asked about after its start deadline is no new firing,
+        // whoever leads now (a gate started again, a re-ask across a handover).
+        let late = cronstable_core::decision::past_starting_deadline(
+            kind,
+            firing.scheduled_at_ms,
+            now.unix_ms,
+            registered.spec.starting_deadline(),
+        );
+        let mut decided = if late {
+            let skip = Decision::skip(cronstable_core::Reason::StartingDeadline);
+            self.decided_without_gate(job, policy, now.at, skip)
+        } else {
+            self.decide_at(&set, job, policy, kind, firing.scheduled_at_ms, now.at)
+        };
         let mut message = decided.decision.reason.describe().to_owned();
         if decided.decision == Decision::defer(cronstable_core::Reason::NotOwner) {
             message = format!(
@@ -483,6 +496,24 @@ impl CoordinatorState {
             decision,
             owner: view.owner_of(job, policy, now),
             fence,
+            node: view.node_name.clone(),
+        }
+    }
+
+    /// `decision`, taken before the gate (row −1), with the owner and node name the answer
+    /// reports; no fence, as nothing runs.
+    fn decided_without_gate(
+        &self,
+        job: &str,
+        policy: ClusterPolicy,
+        now: tokio::time::Instant,
+        decision: Decision,
+    ) -> Decided {
+        let view = self.view.borrow();
+        Decided {
+            decision,
+            owner: view.owner_of(job, policy, now),
+            fence: None,
             node: view.node_name.clone(),
         }
     }
@@ -686,6 +717,53 @@ mod tests {
             state.ledger.records("boot").len(),
             2,
             "the settling answer is recorded"
+        );
+    }
+
+    /// Row −1 in the coordinator: a scheduled firing asked after its job's start deadline is
+    /// SKIP (`starting_deadline`) even where the table says RUN (election off here), recorded
+    /// and counted per job; inside the deadline, and for a retry, the table answers.
+    #[tokio::test]
+    async fn a_question_after_the_start_deadline_is_skipped_and_counted() {
+        let (_tx, rx) = watch::channel(ClusterView::election_off("a"));
+        let state = CoordinatorState::new(rx);
+        let mut spec = JobSpec::new("report", "* * * * *", "./report");
+        spec.starting_deadline = Some(std::time::Duration::from_secs(10));
+        state.registry.register("shim-1", vec![spec]).unwrap();
+        let at = 1_800_000_000_000;
+        let ask = |kind, late_ms| {
+            let state = state.clone();
+            async move {
+                let firing = Firing {
+                    job: "report".into(),
+                    scheduled_at_ms: at,
+                    kind,
+                };
+                state
+                    .should_run(&firing, Now::with_unix_ms(at + late_ms))
+                    .await
+                    .unwrap()
+                    .decision
+            }
+        };
+        let run = Decision::run(cronstable_core::Reason::ElectionOff);
+        let late = Decision::skip(cronstable_core::Reason::StartingDeadline);
+        assert_eq!(ask(FiringKind::Scheduled, 10_000).await, run);
+        assert_eq!(ask(FiringKind::Scheduled, 10_001).await, late);
+        assert_eq!(ask(FiringKind::Retry { attempt: 2 }, 600_000).await, run);
+        let recorded = state.ledger.records("report");
+        assert!(
+            recorded
+                .iter()
+                .any(|r| format!("{r:?}").contains("StartingDeadline")),
+            "{recorded:?}"
+        );
+        let metrics = state.metrics.render(&serde_json::json!({}));
+        assert!(
+            metrics.contains(
+                "cronstable_job_skips_total{job=\"report\",reason=\"starting_deadline\"} 1"
+            ),
+            "{metrics}"
         );
     }
 }

@@ -104,6 +104,8 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
         timezone,
         environment: def.environment.into_iter().collect(),
         timeout: (def.timeout_ms > 0).then(|| Duration::from_millis(def.timeout_ms)),
+        starting_deadline: (def.starting_deadline_ms > 0)
+            .then(|| Duration::from_millis(def.starting_deadline_ms)),
         retry: RetryPolicy {
             retries: def.retries,
             backoff: Duration::from_millis(def.retry_backoff_ms),
@@ -126,6 +128,7 @@ pub fn job_to_wire(job: &JobSpec) -> pb::JobDefinition {
         timezone: job.timezone.clone().unwrap_or_default(),
         environment: job.environment.clone().into_iter().collect(),
         timeout_ms: job.timeout.map_or(0, |d| d.as_millis() as u64),
+        starting_deadline_ms: job.starting_deadline.map_or(0, |d| d.as_millis() as u64),
         retries: job.retry.retries,
         retry_backoff_ms: job.retry.backoff.as_millis() as u64,
         retry_backoff_max_ms: job.retry.max_backoff.as_millis() as u64,
@@ -219,6 +222,7 @@ pub fn reason_to_wire(reason: Reason) -> pb::Reason {
         Reason::TooLate => pb::Reason::TooLate,
         Reason::AlreadyRan => pb::Reason::AlreadyRan,
         Reason::Starting => pb::Reason::Starting,
+        Reason::StartingDeadline => pb::Reason::StartingDeadline,
     }
 }
 
@@ -321,6 +325,7 @@ mod tests {
         job.timezone = Some("Europe/Berlin".into());
         job.environment.insert("A".into(), "1".into());
         job.timeout = Some(Duration::from_secs(30));
+        job.starting_deadline = Some(Duration::from_secs(120));
         job.stdin = Some("hello\n".into());
         job.retry = RetryPolicy {
             retries: 2,

@@ -416,6 +416,15 @@ impl Coordinator {
     }
 }
 
+/// The wall clock in Unix milliseconds, as a shim names a firing's instant.
+#[allow(clippy::disallowed_methods)] // a test names real instants for a real coordinator
+pub fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970");
+    i64::try_from(since.as_millis()).expect("a clock before the year 292 million")
+}
+
 /// A `RegisterJobs` call of `jobs` under `executor_id` to the coordinator at `api`, with
 /// `token` as its bearer token (none: no `authorization` metadata). A connection that fails is
 /// `UNAVAILABLE`.

@@ -40,6 +40,8 @@ export interface Job {
   environment?: Record<string, string>;
   timeoutMs?: number;
   retries?: number;
+  /** How late a scheduled firing may still be asked about and start; default 90 s. */
+  startingDeadlineMs?: number;
 }
 
 export function jobToWire(job: Job): pb.JobDefinition {
@@ -56,6 +58,7 @@ export function jobToWire(job: Job): pb.JobDefinition {
     retryBackoffMs: 0,
     retryBackoffMaxMs: 0,
     concurrencyPolicy: pb.ConcurrencyPolicy.CONCURRENCY_POLICY_UNSPECIFIED,
+    startingDeadlineMs: job.startingDeadlineMs ?? 0,
   };
 }
 

@@ -35,7 +35,8 @@
 //! Consecutive annotation lines combine. Keys: `name`, `clusterPolicy`
 //! (`Leader|PreferLeader|EveryNode`), `timeout` (e.g. `30s`, `10m`, `1h`, or bare seconds),
 //! `retries` (at most [`MAX_RETRIES`]), `retryBackoff`, `retryBackoffMax`,
-//! `concurrencyPolicy` (`Allow|Forbid|Replace`) and `seconds` (`true|false`). Durations use
+//! `concurrencyPolicy` (`Allow|Forbid|Replace`), `startingDeadline` (how late a firing may
+//! still start, default 90s) and `seconds` (`true|false`). Durations use
 //! [`crate::duration`], as the YAML job file does, and unset keys take the job file's
 //! defaults. An unknown key, a repeated key or a bad value is an error on the annotation line,
 //! and the job below it is then not loaded (an error on its line says so) rather than loaded
@@ -132,12 +133,13 @@ struct Annotation {
     backoff: Option<Duration>,
     max_backoff: Option<Duration>,
     concurrency: Option<ConcurrencyPolicy>,
+    starting_deadline: Option<Duration>,
     seconds: bool,
 }
 
 /// The annotation keys, for the unknown-key error.
 const KEYS: &str = "name, clusterPolicy, timeout, retries, retryBackoff, retryBackoffMax, \
-                    concurrencyPolicy, seconds";
+                    concurrencyPolicy, startingDeadline, seconds";
 
 impl Annotation {
     /// Adds one annotation line's `key=value` words; the problems found, if any.
@@ -180,6 +182,12 @@ impl Annotation {
                 Ok(n) if n <= MAX_RETRIES => self.retries = Some(n),
                 Ok(n) => return Err(format!("{n} is more than the limit of {MAX_RETRIES}")),
                 Err(_) => return Err("expected a whole number".into()),
+            },
+            "startingDeadline" => match parse_duration(value)? {
+                Duration::ZERO => {
+                    return Err("must be more than 0 (leave it out for the default, 90s)".into());
+                }
+                d => self.starting_deadline = Some(d),
             },
             "retryBackoff" => self.backoff = Some(parse_duration(value)?),
             "retryBackoffMax" => self.max_backoff = Some(parse_duration(value)?),
@@ -491,6 +499,7 @@ impl State<'_> {
         job.timeout = a.timeout;
         job.retry = a.retry()?;
         job.concurrency_policy = a.concurrency.unwrap_or_default();
+        job.starting_deadline = a.starting_deadline;
         Ok(job)
     }
 }

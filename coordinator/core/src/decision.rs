@@ -9,6 +9,7 @@
 //!
 //! | # | condition | outcome |
 //! |---|---|---|
+//! | −1 | scheduled firing asked after its start deadline ([`past_starting_deadline`]) | skip (`starting_deadline`), whatever the rest says |
 //! | 0 | manual firing | run (never gated, POL-02) |
 //! | 1 | election off | run (every node runs everything) |
 //! | 2 | policy EveryNode | run, even without a manager |
@@ -30,6 +31,7 @@
 //! (RTY-02, RTY-03, RBT-01).
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::job::ClusterPolicy;
 
@@ -193,11 +195,14 @@ pub enum Reason {
     /// The node's cluster manager has not published its first view yet (it is starting, or
     /// has just recovered from a failed start): nothing gated runs until it has.
     Starting,
+    /// A scheduled firing asked about after its job's start deadline: a late question is no
+    /// new firing (see [`past_starting_deadline`]).
+    StartingDeadline,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Self::ElectionOff,
         Self::Manual,
         Self::EveryNode,
@@ -214,6 +219,7 @@ impl Reason {
         Self::TooLate,
         Self::AlreadyRan,
         Self::Starting,
+        Self::StartingDeadline,
     ];
 
     /// Stable snake_case code for JSON, metrics labels and logs.
@@ -235,6 +241,7 @@ impl Reason {
             Self::TooLate => "too_late",
             Self::AlreadyRan => "already_ran",
             Self::Starting => "starting",
+            Self::StartingDeadline => "starting_deadline",
         }
     }
 
@@ -261,6 +268,10 @@ impl Reason {
                 "this @reboot job already ran in the cluster under the current job set"
             }
             Self::Starting => "the cluster manager has not published its first view yet",
+            Self::StartingDeadline => {
+                "the question came after the firing's start deadline (startingDeadline), so it \
+                 is no new firing"
+            }
         }
     }
 }
@@ -299,6 +310,22 @@ impl Decision {
     pub const fn defer(reason: Reason) -> Self {
         Self::new(Verdict::Defer, reason)
     }
+}
+
+/// Row −1, applied before the table: whether a question about a firing of `kind` due at
+/// `scheduled_at_ms`, asked at `now_ms`, comes after the job's start `deadline`. Only scheduled
+/// firings have one: a retry, an `@reboot` one-shot and a manual start are asked about long
+/// after their nominal instant by design. A late question is no new firing: whoever leads now
+/// did not lead then, and may be asked about an instant another node already ran (a gate that
+/// crond starts again, a re-ask across a handover).
+pub fn past_starting_deadline(
+    kind: FiringKind,
+    scheduled_at_ms: i64,
+    now_ms: i64,
+    deadline: Duration,
+) -> bool {
+    let deadline_ms = i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX);
+    kind == FiringKind::Scheduled && now_ms.saturating_sub(scheduled_at_ms) > deadline_ms
 }
 
 /// Decides one firing of a job with `policy` on this node. See the module docs for the table.

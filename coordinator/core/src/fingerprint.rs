@@ -22,7 +22,11 @@
 //! | `0x08` | `timeout` | absent, or whole milliseconds |
 //! | `0x09` | `retry` | retries, then backoff and max backoff in whole milliseconds |
 //! | `0x0a` | `concurrency_policy` | its config spelling (`Allow`, `Forbid`, `Replace`) |
+//! | `0x0b` | `starting_deadline` | nothing when unset, else the tag and whole milliseconds |
 //!
+//! A field added after `v1` is encoded only when it is set, so a job set that does not use it
+//! keeps the ID it had before the field existed (nodes of two versions agree during a rolling
+//! upgrade), and one that sets it differs.
 //! Text is compared as written, not by meaning: `@daily` and `0 0 * * *` give different IDs.
 //! That errs on the safe side: two nodes that spell one schedule differently show up as drift (a
 //! false alarm an operator can fix), never as agreement on something they do not share.
@@ -52,6 +56,7 @@
 //!                || 0x07 u64_be(#env) || (str(key) || str(value))* in key order
 //!                || 0x08 opt(ms(timeout)) || 0x09 u32_be(retries) || ms(backoff) || ms(max_backoff)
 //!                || 0x0a str(concurrency_policy)
+//!                [|| 0x0b ms(starting_deadline)]          (only when set)
 //! set          = b"cronstable-job-set-v1\0" || u64_be(#jobs) || (u64_be(len(job)) || job)*
 //!                with the job encodings sorted by bytes
 //! job-set ID   = "v1:" || lowercase_hex(SHA-256(set))
@@ -228,6 +233,7 @@ mod tag {
     pub(super) const TIMEOUT: u8 = 0x08;
     pub(super) const RETRY: u8 = 0x09;
     pub(super) const CONCURRENCY_POLICY: u8 = 0x0a;
+    pub(super) const STARTING_DEADLINE: u8 = 0x0b;
 }
 
 /// The canonical `v1` encoding of one job (see the module docs).
@@ -245,6 +251,7 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
         timeout,
         retry,
         concurrency_policy,
+        starting_deadline,
     } = job;
     let RetryPolicy {
         retries,
@@ -280,6 +287,11 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
     put_ms(&mut out, *max_backoff);
     out.push(tag::CONCURRENCY_POLICY);
     put_str(&mut out, concurrency_policy.as_str());
+    // Added after v1: present only when set, so sets without it keep their IDs.
+    if let Some(deadline) = starting_deadline {
+        out.push(tag::STARTING_DEADLINE);
+        put_ms(&mut out, *deadline);
+    }
     out
 }
 

@@ -142,7 +142,16 @@ pub struct JobSpec {
     pub retry: RetryPolicy,
     /// What to do when a firing comes while a run is still going.
     pub concurrency_policy: ConcurrencyPolicy,
+    /// How long after its instant a scheduled firing may still be asked about and started
+    /// (`startingDeadline`); `None` for [`DEFAULT_STARTING_DEADLINE`]. A question that comes
+    /// later is answered SKIP (`starting_deadline`): it is no new firing.
+    pub starting_deadline: Option<Duration>,
 }
+
+/// A scheduled firing's start deadline when the job sets none: a real crond starts the
+/// gate's command about 1.3 s after the minute, and the gate and the shim ask again about a
+/// deferred firing for up to 60 s; 90 s covers both with room.
+pub const DEFAULT_STARTING_DEADLINE: Duration = Duration::from_secs(90);
 
 impl JobSpec {
     /// A job with the given name, schedule and command and every other field at its default.
@@ -162,7 +171,13 @@ impl JobSpec {
             timeout: None,
             retry: RetryPolicy::default(),
             concurrency_policy: ConcurrencyPolicy::default(),
+            starting_deadline: None,
         }
+    }
+
+    /// The job's start deadline, or the default.
+    pub fn starting_deadline(&self) -> Duration {
+        self.starting_deadline.unwrap_or(DEFAULT_STARTING_DEADLINE)
     }
 
     /// True for an `@reboot` job: it fires once when the executor starts, never on a schedule.

@@ -14,6 +14,7 @@
 //!     retryBackoff: 10s           # optional wait before the first relaunch, default 10s
 //!     retryBackoffMax: 5m         # optional cap on the doubled wait, default 5m; 0 = no cap
 //!     concurrencyPolicy: Forbid   # Allow (default) | Forbid | Replace
+//!     startingDeadline: 5m        # optional: how late a firing may still start, default 90s
 //!
 //!   - name: rotate-local-logs
 //!     command: ./rotate.sh
@@ -137,6 +138,8 @@ struct RawJob {
     retry_backoff_max: Option<Duration>,
     #[serde(default)]
     concurrency_policy: ConcurrencyPolicy,
+    #[serde(default, deserialize_with = "crate::duration::deserialize_option")]
+    starting_deadline: Option<Duration>,
 }
 
 /// Reads a job file. `source` names the file in errors. See the module docs for what loads
@@ -275,6 +278,12 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
             "must be more than 0 (leave it out for no limit)".to_owned(),
         ));
     }
+    if raw.starting_deadline == Some(Duration::ZERO) {
+        problems.push((
+            "startingDeadline",
+            "must be more than 0 (leave it out for the default, 90s)".to_owned(),
+        ));
+    }
     let backoff = raw.retry_backoff.unwrap_or(DEFAULT_RETRY_BACKOFF);
     let max_backoff = raw.retry_backoff_max.unwrap_or(DEFAULT_RETRY_BACKOFF_MAX);
     if !max_backoff.is_zero() && max_backoff < backoff {
@@ -308,6 +317,7 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
         max_backoff,
     };
     job.concurrency_policy = raw.concurrency_policy;
+    job.starting_deadline = raw.starting_deadline;
     Ok(job)
 }
 

@@ -143,3 +143,24 @@ proptest! {
         prop_assert!(parsed.entries.iter().any(|e| e.job.command == "./keep.sh"));
     }
 }
+
+#[test]
+fn a_starting_deadline_annotation_is_a_positive_duration() {
+    let parsed = parse(
+        "# cronstable: name=a startingDeadline=2m\n* * * * * x\n\
+         # cronstable: name=b startingDeadline=0\n* * * * * x\n",
+        "t",
+    );
+    let a = &parsed.entries[0].job;
+    assert_eq!(a.name, "a");
+    assert_eq!(a.starting_deadline, Some(Duration::from_secs(120)));
+    assert_eq!(parsed.entries.len(), 1, "b's deadline of 0 is refused");
+    assert!(
+        parsed
+            .errors
+            .iter()
+            .any(|e| e.message.contains("startingDeadline=0") && e.message.contains("more than 0")),
+        "{:?}",
+        parsed.errors
+    );
+}

@@ -264,14 +264,61 @@ fn reasons_match_verdicts() {
 #[test]
 fn executor_side_reasons_never_come_from_decide() {
     for_all(
-        "decide never answers with an executor-side reason",
+        "decide never answers with an executor-side reason, nor row -1's",
         |_, _, _, d| {
             !matches!(
                 d.reason,
-                Reason::CoordinatorUnreachable | Reason::ConcurrencyPolicy | Reason::TooLate
+                Reason::CoordinatorUnreachable
+                    | Reason::ConcurrencyPolicy
+                    | Reason::TooLate
+                    | Reason::StartingDeadline
             )
         },
     );
+}
+
+/// Row -1: only a scheduled firing has a start deadline, and it passes strictly after it.
+#[test]
+fn only_a_scheduled_firing_asked_after_its_deadline_is_past_it() {
+    use cronstable_core::decision::past_starting_deadline;
+    use std::time::Duration;
+    let d = Duration::from_secs(90);
+    let at = 1_800_000_000_000_i64;
+    for (kind, asked_after_ms, past) in [
+        (FiringKind::Scheduled, -20, false),
+        (FiringKind::Scheduled, 0, false),
+        (FiringKind::Scheduled, 90_000, false),
+        (FiringKind::Scheduled, 90_001, true),
+        (FiringKind::Scheduled, 3_600_000, true),
+        (FiringKind::Retry { attempt: 2 }, 3_600_000, false),
+        (FiringKind::Reboot, 3_600_000, false),
+        (FiringKind::Manual, 3_600_000, false),
+    ] {
+        assert_eq!(
+            past_starting_deadline(kind, at, at + asked_after_ms, d),
+            past,
+            "{kind:?} asked {asked_after_ms} ms after its instant"
+        );
+    }
+    // No overflow at the edges of the wire's range.
+    assert!(past_starting_deadline(
+        FiringKind::Scheduled,
+        i64::MIN,
+        i64::MAX,
+        d
+    ));
+    assert!(!past_starting_deadline(
+        FiringKind::Scheduled,
+        i64::MAX,
+        i64::MIN,
+        d
+    ));
+    assert!(!past_starting_deadline(
+        FiringKind::Scheduled,
+        0,
+        i64::MAX,
+        Duration::MAX
+    ));
 }
 
 #[test]

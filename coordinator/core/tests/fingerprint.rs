@@ -186,6 +186,27 @@ fn durations_are_covered_to_the_millisecond() {
     );
 }
 
+/// `startingDeadline` came after v1: unset, a job set keeps the ID the golden vectors pin (no
+/// disagreement between versions in a rolling upgrade); set, it is covered like any field.
+#[test]
+fn a_starting_deadline_is_covered_only_when_set() {
+    let plain = JobSpec::new("a", "@daily", "true");
+    let mut with = plain.clone();
+    assert_eq!(
+        job_set_id(std::slice::from_ref(&plain)),
+        job_set_id(std::slice::from_ref(&with))
+    );
+    with.starting_deadline = Some(Duration::from_secs(90));
+    let ninety = job_set_id(&[with.clone()]);
+    assert_ne!(
+        job_set_id(&[plain]),
+        ninety,
+        "even the default's value, written out"
+    );
+    with.starting_deadline = Some(Duration::from_secs(91));
+    assert_ne!(job_set_id(&[with]), ninety);
+}
+
 #[test]
 fn job_set_id_parse_accepts_exactly_the_v1_form() {
     let good = job_set_id(&[]);
@@ -259,10 +280,11 @@ fn job() -> impl Strategy<Value = JobSpec> {
             duration(),
             duration(),
             0usize..3,
+            proptest::option::of(duration()),
         ),
     )
         .prop_map(
-            |((name, schedule, command, stdin), (policy, tz), env, (timeout, r, b, mb, c))| {
+            |((name, schedule, command, stdin), (policy, tz), env, (timeout, r, b, mb, c, sd))| {
                 JobSpec {
                     name,
                     schedule,
@@ -282,6 +304,7 @@ fn job() -> impl Strategy<Value = JobSpec> {
                         ConcurrencyPolicy::Forbid,
                         ConcurrencyPolicy::Replace,
                     ][c],
+                    starting_deadline: sd,
                 }
             },
         )

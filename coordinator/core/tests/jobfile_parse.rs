@@ -258,3 +258,21 @@ fn flow_style_jobs_are_isolated_too() {
         [(Some(1), "jobs[1].schedule".to_owned())]
     );
 }
+
+#[test]
+fn a_starting_deadline_is_a_positive_duration_and_defaults_to_ninety_seconds() {
+    let parsed = inline(
+        "jobs:\n  - {name: a, command: x, schedule: \"* * * * *\", startingDeadline: 5m}\n  \
+         - {name: b, command: x, schedule: \"* * * * *\"}\n  \
+         - {name: c, command: x, schedule: \"* * * * *\", startingDeadline: 0}\n",
+    );
+    assert_eq!(names(&parsed), ["a", "b"]);
+    let jobs: Vec<_> = parsed.jobs().collect();
+    assert_eq!(jobs[0].starting_deadline, Some(Duration::from_secs(300)));
+    assert_eq!(jobs[0].starting_deadline(), Duration::from_secs(300));
+    assert_eq!(jobs[1].starting_deadline, None);
+    assert_eq!(jobs[1].starting_deadline(), Duration::from_secs(90));
+    let sites = error_sites(&parsed);
+    assert_eq!(sites.len(), 1, "{sites:?}");
+    assert!(sites[0].1.contains("startingDeadline"), "{sites:?}");
+}

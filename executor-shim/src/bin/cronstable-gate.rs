@@ -123,7 +123,11 @@ fn main() -> ExitCode {
         }
     };
     match &outcome {
-        GateOutcome::Skipped { reason, message } if args.verbose => {
+        // A firing past its start deadline is always said: crond (or the host) started the
+        // gate that late, which an operator wants to see in crond's mail or log.
+        GateOutcome::Skipped { reason, message }
+            if args.verbose || reason.as_str() == "starting_deadline" =>
+        {
             eprintln!(
                 "cronstable-gate: {} skipped ({reason}): {message}",
                 config.job

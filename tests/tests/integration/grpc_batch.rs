@@ -11,7 +11,8 @@ fn ask(job: &str, kind: i32) -> pb::ShouldRunRequest {
     pb::ShouldRunRequest {
         executor_id: "t".into(),
         job: job.into(),
-        scheduled_at_ms: 60_000,
+        // A firing of this minute: a question minutes late is skipped (its start deadline).
+        scheduled_at_ms: cronstable_tests::now_ms() / 60_000 * 60_000,
         kind,
         attempt: 1,
         ..Default::default()

@@ -44,6 +44,7 @@ class Reason(enum.Enum):
     TOO_LATE = pb.REASON_TOO_LATE
     ALREADY_RAN = pb.REASON_ALREADY_RAN
     STARTING = pb.REASON_STARTING
+    STARTING_DEADLINE = pb.REASON_STARTING_DEADLINE
 
 
 class Policy(enum.Enum):
@@ -115,6 +116,8 @@ class Job:
     environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
     timeout_ms: int = 0
     retries: int = 0
+    # How late a scheduled firing may still be asked about and start; 0 for the default (90 s).
+    starting_deadline_ms: int = 0
 
     def to_wire(self) -> pb.JobDefinition:
         return pb.JobDefinition(
@@ -126,6 +129,7 @@ class Job:
             environment=dict(self.environment),
             timeout_ms=self.timeout_ms,
             retries=self.retries,
+            starting_deadline_ms=self.starting_deadline_ms,
         )
 
 

@@ -48,6 +48,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_TOO_LATE: _ClassVar[Reason]
     REASON_ALREADY_RAN: _ClassVar[Reason]
     REASON_STARTING: _ClassVar[Reason]
+    REASON_STARTING_DEADLINE: _ClassVar[Reason]
 
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -91,6 +92,7 @@ REASON_CONCURRENCY_POLICY: Reason
 REASON_TOO_LATE: Reason
 REASON_ALREADY_RAN: Reason
 REASON_STARTING: Reason
+REASON_STARTING_DEADLINE: Reason
 CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy
@@ -100,7 +102,7 @@ ELECTION_MODE_OFF: ElectionMode
 ELECTION_MODE_ON: ElectionMode
 
 class JobDefinition(_message.Message):
-    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy")
+    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy", "starting_deadline_ms")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +122,7 @@ class JobDefinition(_message.Message):
     RETRY_BACKOFF_MS_FIELD_NUMBER: _ClassVar[int]
     RETRY_BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_POLICY_FIELD_NUMBER: _ClassVar[int]
+    STARTING_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: str
     command: str
@@ -132,7 +135,8 @@ class JobDefinition(_message.Message):
     retry_backoff_ms: int
     retry_backoff_max_ms: int
     concurrency_policy: ConcurrencyPolicy
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ...) -> None: ...
+    starting_deadline_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsRequest(_message.Message):
     __slots__ = ("executor_id", "jobs", "instance_id", "pid")

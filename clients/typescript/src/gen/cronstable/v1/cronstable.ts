@@ -233,6 +233,8 @@ export enum Reason {
   REASON_ALREADY_RAN = 15,
   /** REASON_STARTING - SKIP or DEFER: the cluster manager has no first view yet */
   REASON_STARTING = 16,
+  /** REASON_STARTING_DEADLINE - SKIP: a scheduled firing asked after its startingDeadline */
+  REASON_STARTING_DEADLINE = 17,
   UNRECOGNIZED = -1,
 }
 
@@ -289,6 +291,9 @@ export function reasonFromJSON(object: any): Reason {
     case 16:
     case "REASON_STARTING":
       return Reason.REASON_STARTING;
+    case 17:
+    case "REASON_STARTING_DEADLINE":
+      return Reason.REASON_STARTING_DEADLINE;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -332,6 +337,8 @@ export function reasonToJSON(object: Reason): string {
       return "REASON_ALREADY_RAN";
     case Reason.REASON_STARTING:
       return "REASON_STARTING";
+    case Reason.REASON_STARTING_DEADLINE:
+      return "REASON_STARTING_DEADLINE";
     case Reason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -458,6 +465,8 @@ export interface JobDefinition {
   /** cap on the backoff */
   retryBackoffMaxMs: number;
   concurrencyPolicy: ConcurrencyPolicy;
+  /** how late a scheduled firing may still start; 0 for the default (90 s) */
+  startingDeadlineMs: number;
 }
 
 export interface JobDefinition_EnvironmentEntry {
@@ -722,6 +731,7 @@ function createBaseJobDefinition(): JobDefinition {
     retryBackoffMs: 0,
     retryBackoffMaxMs: 0,
     concurrencyPolicy: 0,
+    startingDeadlineMs: 0,
   };
 }
 
@@ -762,6 +772,9 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     }
     if (message.concurrencyPolicy !== 0) {
       writer.uint32(96).int32(message.concurrencyPolicy);
+    }
+    if (message.startingDeadlineMs !== 0) {
+      writer.uint32(104).uint64(message.startingDeadlineMs);
     }
     return writer;
   },
@@ -878,6 +891,14 @@ export const JobDefinition: MessageFns<JobDefinition> = {
             message.concurrencyPolicy = reader.int32() as any;
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.startingDeadlineMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -937,6 +958,11 @@ export const JobDefinition: MessageFns<JobDefinition> = {
         : isSet(object.concurrency_policy)
         ? concurrencyPolicyFromJSON(object.concurrency_policy)
         : 0,
+      startingDeadlineMs: isSet(object.startingDeadlineMs)
+        ? globalThis.Number(object.startingDeadlineMs)
+        : isSet(object.starting_deadline_ms)
+        ? globalThis.Number(object.starting_deadline_ms)
+        : 0,
     };
   },
 
@@ -984,6 +1010,9 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     if (message.concurrencyPolicy !== 0) {
       obj.concurrencyPolicy = concurrencyPolicyToJSON(message.concurrencyPolicy);
     }
+    if (message.startingDeadlineMs !== 0) {
+      obj.startingDeadlineMs = Math.round(message.startingDeadlineMs);
+    }
     return obj;
   },
 
@@ -1012,6 +1041,7 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     message.retryBackoffMs = object.retryBackoffMs ?? 0;
     message.retryBackoffMaxMs = object.retryBackoffMaxMs ?? 0;
     message.concurrencyPolicy = object.concurrencyPolicy ?? 0;
+    message.startingDeadlineMs = object.startingDeadlineMs ?? 0;
     return message;
   },
 };
