@@ -41,6 +41,11 @@ enum Command {
     },
     /// Run a local demo: a gossip cluster (or one node) with an example crontab, on loopback.
     Demo(demo::DemoArgs),
+    /// Manage a filesystem lease store (cluster.backend: filesystem).
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
     /// Check run logs against a job set: was every target met, did anything run twice?
     /// Prints the JSON report; exit 0 valid, 1 invalid, 2 unknown, 64 unreadable input.
     Verify {
@@ -60,6 +65,20 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum StoreCommand {
+    /// Mark a directory as the shared store of a deployment: run it once, by hand, on the
+    /// mounted store. A node (topology auto or shared) refuses a store without the marker, or
+    /// with another deployment's, at start and at every round; nodes never write it.
+    Init {
+        /// The store directory, as cluster.filesystem.path names it (mounted).
+        path: PathBuf,
+        /// The deployment that elects there: cluster.filesystem.deploymentId.
+        #[arg(long, value_name = "ID", default_value = "default")]
+        deployment_id: String,
+    },
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(file) = args.validate_config {
@@ -73,6 +92,13 @@ fn main() -> ExitCode {
             read_time,
             svg,
         }) => verify(&jobs, &runs, read_time, svg.as_deref()),
+        Some(Command::Store {
+            command:
+                StoreCommand::Init {
+                    path,
+                    deployment_id,
+                },
+        }) => store_init(&path, &deployment_id),
         Some(Command::Coordinator { config }) => {
             init_logging(&args.log_format);
             serve(config)
@@ -96,7 +122,8 @@ fn main() -> ExitCode {
         }),
         None => {
             eprintln!(
-                "cronstable: a subcommand is required (coordinator, validate-config, demo); see --help"
+                "cronstable: a subcommand is required (coordinator, validate-config, demo, verify, \
+                 store); see --help"
             );
             ExitCode::from(EX_USAGE)
         }
@@ -108,6 +135,37 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("cannot start the tokio runtime")
+}
+
+fn store_init(path: &std::path::Path, deployment: &str) -> ExitCode {
+    use cronstable_coordinator::store::filesystem::{marker, probe};
+    match marker::init(path, deployment) {
+        Ok(m) => {
+            println!(
+                "marked {} as the cronstable store of deployment(s) {:?} ({})",
+                path.display(),
+                m.deployments,
+                marker::path(path).display()
+            );
+            // The marker is the proof nodes check; a directory that is no mount of its own is
+            // worth a word, since every node must see this very directory.
+            if cfg!(target_os = "linux")
+                && let Ok(mounts) = std::fs::read_to_string("/proc/mounts")
+                && let Err(e) = probe::own_mount(path, &mounts)
+            {
+                eprintln!("warning: {e}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e @ (marker::InitError::NotADirectory(_) | marker::InitError::BadDeployment(_))) => {
+            eprintln!("cronstable store init: {e}");
+            ExitCode::from(EX_USAGE)
+        }
+        Err(e) => {
+            eprintln!("cronstable store init: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn validate(file: &std::path::Path) -> ExitCode {

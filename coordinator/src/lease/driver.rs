@@ -118,6 +118,8 @@ struct State {
     silence: std::time::Duration,
     /// The store's measure of this node's clock against its own, when it takes one.
     clock_skew_ms: Option<i64>,
+    /// Whether the store proved it is this node's at its last check, when it has one.
+    store_verified: Option<bool>,
 }
 
 /// Another holder's lease record as this node's reads saw it change.
@@ -148,6 +150,7 @@ impl State {
             last_read_ms: None,
             silence: silence_bound(timing),
             clock_skew_ms: None,
+            store_verified: None,
             view: ManagedView {
                 lease: Some(LeaseGate::default()),
                 ..ManagedView::default()
@@ -328,6 +331,12 @@ impl State {
             status
                 .lease
                 .insert("clockSkewMs".into(), serde_json::Value::from(skew));
+        }
+        if let Some(verified) = self.store_verified {
+            // The filesystem store's marker: false while this is not the node's store.
+            status
+                .lease
+                .insert("storeVerified".into(), serde_json::Value::Bool(verified));
         }
         if let Some(r) = self.gate_renewals() {
             // Whether PreferLeader runs here because the holder stopped renewing.
@@ -534,6 +543,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         let before = roles(&tx.borrow(), now);
         state.apply(start, start_ms, timing.duration, result);
         state.clock_skew_ms = store.clock_skew_ms();
+        state.store_verified = store.store_verified();
         if let Some(o) = &behind
             && state.last_error.is_none()
         {

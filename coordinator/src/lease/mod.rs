@@ -118,6 +118,13 @@ pub trait LeaseStore: Send + 'static {
         None
     }
 
+    /// Whether the store proved at its last check that it is the one this node is configured
+    /// for (the filesystem store's operator-written marker); `None` for a store that has no
+    /// such check.
+    fn store_verified(&self) -> Option<bool> {
+        None
+    }
+
     /// A round that reads the lease and neither takes nor renews it, whoever holds it: what the
     /// driver runs while this node must not hold (its executor is overdue, `crate::liveness`),
     /// so the view stays fresh for the PreferLeader rule and `GET /cluster`. Never reports the

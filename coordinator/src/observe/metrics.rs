@@ -67,6 +67,7 @@ struct Inner {
     is_leader: IntGauge,
     conflict: IntGaugeVec,
     peers: IntGaugeVec,
+    store_verified: IntGaugeVec,
     size: IntGauge,
     quorum: IntGauge,
     leader_info: IntGaugeVec,
@@ -183,6 +184,14 @@ impl Metrics {
                 "cronstable_cluster_peers",
                 "Configured peers by the status this node last saw.",
                 &["status"],
+            ),
+            store_verified: gauge_vec(
+                &r,
+                "cronstable_cluster_store_verified",
+                "1 while the lease store proves it is this node's (the filesystem store's marker \
+                 names its deploymentId), 0 while it does not and the node elects nothing there; \
+                 only for a store that has such a check.",
+                &["backend"],
             ),
             size: gauge(
                 &r,
@@ -424,6 +433,7 @@ impl Metrics {
         m.conflict.reset();
         m.peers.reset();
         m.leader_info.reset();
+        m.store_verified.reset();
         m.manager_up.set(i64::from(
             !enabled || cluster["manager"].as_str().is_none_or(|s| s == "running"),
         ));
@@ -454,6 +464,12 @@ impl Metrics {
             }
             if let Some(leader) = cluster["leader"].as_str() {
                 m.leader_info.with_label_values(&[leader]).set(1);
+            }
+            if let Some(verified) = cluster["lease"]["storeVerified"].as_bool() {
+                let backend = cluster["backend"].as_str().unwrap_or("unknown");
+                m.store_verified
+                    .with_label_values(&[backend])
+                    .set(i64::from(verified));
             }
             let skew_ms = cluster["lease"]["clockSkewMs"].as_f64().unwrap_or(0.0);
             m.clock_skew.set(skew_ms / 1000.0);
@@ -574,6 +590,17 @@ mod tests {
         assert!(
             m.render(&body)
                 .contains("cronstable_cluster_clock_skew_seconds -5.012")
+        );
+        // The store's marker, only where a store checks one.
+        assert!(
+            !m.render(&body)
+                .contains("cronstable_cluster_store_verified{")
+        );
+        body["backend"] = json!("filesystem");
+        body["lease"] = json!({"storeVerified": false});
+        assert!(
+            m.render(&body)
+                .contains("cronstable_cluster_store_verified{backend=\"filesystem\"} 0")
         );
     }
 

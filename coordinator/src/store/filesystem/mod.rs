@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <path>/                                   cluster.filesystem.path (the shared mount)
+//!   .cronstable-store                       the operator's marker (`cronstable store init`)
 //!   <deploymentId or "default">/            cluster.filesystem.deploymentId
 //!     leases/
 //!       .lock-probe-<token>                 the lock-fidelity probe's scratch file (removed)
@@ -144,6 +145,12 @@ pub struct FilesystemStore {
     holder: String,
     ttl: Duration,
     topology: Topology,
+    /// The deployment (`deploymentId`, `default` when unset) the store's marker must name,
+    /// when this store must carry one (see [`marker`]); `None` under `topology: single-node`.
+    marked_for: Option<String>,
+    /// Why the store's marker refused this node at the last check, to log only its changes
+    /// and to publish on `/cluster`.
+    unmarked: Option<String>,
     timing: LeaseTiming,
     /// Held by the blocking file operation in flight, until it returns (even when the round
     /// that started it was cancelled): the next operation waits for it rather than piling up
@@ -160,6 +167,16 @@ fn token() -> String {
         b.copy_from_slice(&seed.to_be_bytes()[2..]);
     }
     hex::encode(b)
+}
+
+/// Whether a store under `topology` must carry the operator's marker: wherever it may be
+/// shared, that is everywhere but `single-node` (and `auto` where it means single-node).
+fn needs_marker(topology: Topology) -> bool {
+    match topology {
+        Topology::SingleNode => false,
+        Topology::Shared => true,
+        Topology::Auto => cfg!(target_os = "linux"),
+    }
 }
 
 /// The cadence for a ttl: renew every max(1 s, ttl/3); a round may take at most that long.
@@ -191,6 +208,8 @@ impl FilesystemStore {
             holder: format!("{node_name}#{}", token()),
             ttl: Duration::from_secs(config.ttl),
             topology: config.topology,
+            marked_for: needs_marker(config.topology).then(|| deployment.to_owned()),
+            unmarked: None,
             timing: timing(config.ttl),
             inflight: Arc::default(),
         }
@@ -219,6 +238,40 @@ impl FilesystemStore {
         });
         task.await
             .map_err(|e| LeaseError::Store(format!("file operation panicked: {e}")))?
+    }
+
+    /// What a round checks the store's marker with: the store directory and this node's
+    /// deployment; `None` when the store needs no marker.
+    fn marker_check(&self) -> Option<(PathBuf, String)> {
+        self.marked_for.clone().map(|d| (self.root.clone(), d))
+    }
+
+    /// A round's outcome after its marker check: a refusal is a store error (this node cannot
+    /// see the shared store, so its quorum and leadership lapse), logged once per change.
+    fn marked<T>(&mut self, round: Result<T, marker::MarkerError>) -> Result<T, LeaseError> {
+        match round {
+            Ok(r) => {
+                if self.unmarked.take().is_some() {
+                    tracing::info!(
+                        "cluster: the filesystem store at {} carries its marker again; this node \
+                         elects there again",
+                        self.root.display()
+                    );
+                }
+                Ok(r)
+            }
+            Err(e) => {
+                let why = format!("not this node's store: {e}");
+                if self.unmarked.as_deref() != Some(why.as_str()) {
+                    tracing::error!(
+                        "cluster: {why}; this node stops leading at once and elects again when \
+                         the marker is back"
+                    );
+                }
+                self.unmarked = Some(why.clone());
+                Err(LeaseError::Store(why))
+            }
+        }
     }
 
     fn observation(&self, lease: &LeaseFile, held_by_me: bool) -> LeaseObservation {
@@ -364,6 +417,7 @@ impl LeaseStore for FilesystemStore {
             .unwrap_or_default()
             .to_owned();
         let sniff_mounts = cfg!(target_os = "linux") && self.topology != Topology::SingleNode;
+        let marked_for = self.marked_for.clone();
         let probed = self
             .blocking(move || {
                 let dir = file.parent().unwrap_or(&leases).to_owned();
@@ -395,6 +449,10 @@ impl LeaseStore for FilesystemStore {
                     } else {
                         None
                     };
+                    // Before anything is written: an unmarked store stays untouched.
+                    if let Some(deployment) = &marked_for {
+                        marker::verify(&root, deployment)?;
+                    }
                     std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
                     probe::probe(&dir, &token, mounts.as_deref())
                 })();
@@ -427,25 +485,34 @@ impl LeaseStore for FilesystemStore {
         let (file, me, ttl) = (self.file.clone(), self.holder.clone(), self.ttl);
         let probe = self.clock_probe.clone();
         let standing_down = self.skewed.is_some();
+        let marker = self.marker_check();
         let round = self
             .blocking(move || {
+                if let Some(refused) =
+                    marker.and_then(|(root, dep)| marker::verify(&root, &dep).err())
+                {
+                    return Ok(Err(refused));
+                }
                 let _guard = lock(&file)?;
                 let store_ms = store_clock(&probe)?;
                 // The wall clock is read under the lock, right before the decision it feeds.
                 let now_ms = clock::now_ms();
                 let skew_ms = now_ms.saturating_sub(store_ms);
                 if let Some(why) = skew_refusal(now_ms, store_ms, &probe, standing_down) {
-                    return Ok((skew_ms, Err(why)));
+                    return Ok(Ok((skew_ms, Err(why))));
                 }
                 let current = read(&file)?;
                 let (next, held) = decide_round(current.as_ref(), &me, now_ms, ttl);
                 if let Some(next) = &next {
                     write(&file, next)?;
                 }
-                Ok((skew_ms, Ok((next.or(current).unwrap_or_default(), held))))
+                Ok(Ok((
+                    skew_ms,
+                    Ok((next.or(current).unwrap_or_default(), held)),
+                )))
             })
             .await?;
-        let (skew_ms, round) = round;
+        let (skew_ms, round) = self.marked(round)?;
         self.skew_ms = Some(skew_ms);
         match round {
             Ok((lease, held)) => {
@@ -473,13 +540,24 @@ impl LeaseStore for FilesystemStore {
 
     async fn follow(&mut self) -> Result<LeaseObservation, LeaseError> {
         let file = self.file.clone();
+        let marker = self.marker_check();
         let lease = self
             .blocking(move || {
+                if let Some(refused) =
+                    marker.and_then(|(root, dep)| marker::verify(&root, &dep).err())
+                {
+                    return Ok(Err(refused));
+                }
                 let _guard = lock(&file)?;
-                read(&file)
+                read(&file).map(Ok)
             })
             .await?;
+        let lease = self.marked(lease)?;
         Ok(self.observation(&lease.unwrap_or_default(), false))
+    }
+
+    fn store_verified(&self) -> Option<bool> {
+        self.marked_for.as_ref().map(|_| self.unmarked.is_none())
     }
 
     async fn release(&mut self) -> Result<(), LeaseError> {
@@ -540,6 +618,7 @@ mod tests;
 
 // Retry handoffs in the shared directory (RTY-04).
 pub mod handoff;
+pub mod marker;
 // Whether the shared directory is what it claims to be (mounted, shared, writable).
 pub mod probe;
 // The `@reboot` "already ran" records in the shared directory.

@@ -64,6 +64,9 @@ pub enum ProbeError {
         /// That mount's filesystem type.
         fstype: String,
     },
+    /// The store carries no marker naming this node's deployment (see [`super::marker`]).
+    #[error(transparent)]
+    Unmarked(#[from] super::marker::MarkerError),
     /// The probe itself could not run.
     #[error("cannot probe {path}: {why}")]
     Io {

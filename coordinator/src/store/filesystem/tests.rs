@@ -162,6 +162,42 @@ async fn under_topology_auto_a_directory_on_this_hosts_disk_is_refused() {
     );
 }
 
+/// Red on the code before the marker: a store that may be shared was used whatever stood at
+/// its path. Every round checks the operator's marker: a store whose marker goes away (a mount
+/// that vanished or was swapped) or names another deployment stops this node at its next
+/// round, and the marker back lets it elect again. `single-node` needs none.
+#[tokio::test]
+async fn a_shared_store_elects_only_while_its_marker_names_the_deployment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path().to_owned(), 15);
+    c.topology = Topology::Shared;
+    c.deployment_id = Some("billing".into());
+    // The mount check aside (a temporary directory is no mount): the rounds alone.
+    std::fs::create_dir_all(dir.path().join("billing/leases/cluster")).unwrap();
+    let mut s = FilesystemStore::new(&c, "a");
+    let unmarked = s.campaign().await.unwrap_err().to_string();
+    assert!(
+        unmarked.contains("no store marker") && unmarked.contains("--deployment-id billing"),
+        "{unmarked}"
+    );
+    assert_eq!(s.store_verified(), Some(false));
+    marker::init(dir.path(), "billing").unwrap();
+    assert!(s.campaign().await.unwrap().held_by_me);
+    assert_eq!(s.store_verified(), Some(true));
+    // Swapped for another deployment's store.
+    std::fs::remove_file(marker::path(dir.path())).unwrap();
+    marker::init(dir.path(), "payroll").unwrap();
+    let other = s.campaign().await.unwrap_err().to_string();
+    assert!(other.contains("payroll"), "{other}");
+    assert!(s.follow().await.is_err(), "a follower round checks it too");
+    assert_eq!(s.store_verified(), Some(false));
+    marker::init(dir.path(), "billing").unwrap();
+    assert!(s.campaign().await.unwrap().held_by_me);
+
+    let single = FilesystemStore::new(&config(dir.path().to_owned(), 15), "b");
+    assert_eq!(single.store_verified(), None);
+}
+
 #[tokio::test]
 async fn a_refused_start_publishes_no_manager() {
     let dir = tempfile::tempdir().unwrap();
