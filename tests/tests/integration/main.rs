@@ -37,6 +37,7 @@ mod resilience;
 mod retry_handoff;
 mod retry_handoff_abandon;
 mod single_node;
+mod skew_pair;
 mod start_deadline;
 mod statsd;
 mod verify;

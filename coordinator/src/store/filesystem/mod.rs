@@ -24,9 +24,12 @@
 //!   process with the same name, or this daemon restarted, cannot renew this process's lease.
 //! - The holder renews every `max(1 s, ttl/3)`, writing expiry = now + ttl (LSE-FS-03); the
 //!   driver demotes it 1 s before that on its monotonic clock.
-//! - A challenger takes over only once the expiry is a further 1 s in the past on its own wall
-//!   clock (LSE-FS-04), and bumps the fence counter (LSE-FS-01). Two leaders at once therefore
-//!   need more than about 2 s of skew between hosts: run NTP.
+//! - A challenger takes over only once the expiry is a further 1 s in the past (LSE-FS-04),
+//!   and bumps the fence counter (LSE-FS-01). Both sides are read on the store's clock: the
+//!   holder writes its measured offset from the store beside the expiry (`storeOffsetMs`),
+//!   and the challenger subtracts its own, so two nodes up to [`MAX_CLOCK_SKEW`] off on
+//!   opposite sides (3 s apart) still keep the 2 s between the holder's last moment and the
+//!   takeover ([`decide_round`]).
 //! - Every round first measures this node's clock against the store's: it rewrites a probe file
 //!   of its own (`<path>/<deploymentId>/leases/.clock-<nodeName>`) under the lock and compares
 //!   the file's modification time, which the store's side sets, with its own wall clock. Off by
@@ -65,6 +68,12 @@ pub struct LeaseFile {
     pub fence: u64,
     /// When the lease expires, Unix ms on the holder's clock.
     pub expiry_ms: i64,
+    /// The holder's clock minus the store's when it wrote this record (ms), as its round
+    /// measured it: a challenger reads the expiry on the store's clock, `expiry_ms -
+    /// store_offset_ms`, so the skew between two nodes cancels out. Absent in records written
+    /// before it existed (read as 0: the expiry on the holder's clock, as those nodes did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_offset_ms: Option<i64>,
 }
 
 /// How far this node's wall clock may be from the store's (its file times) before the node
@@ -317,37 +326,45 @@ pub fn strip_token(holder: &str) -> &str {
     holder.rsplit_once('#').map_or(holder, |(name, _)| name)
 }
 
-/// One round's decision on the lease read under the lock, at wall-clock `now_ms`. Returns the
-/// lease to write (if any) and whether `me` holds it afterwards.
+/// One round's decision on the lease read under the lock, at wall-clock `now_ms`, this node's
+/// clock being `offset_ms` ahead of the store's (as this round measured it). Returns the lease
+/// to write (if any) and whether `me` holds it afterwards.
+///
+/// Times are compared on the store's clock, so the skew between two nodes cancels out: the
+/// holder stops leading [`SAFETY_MARGIN`] before its expiry (on its monotonic clock), and a
+/// challenger takes over only a margin after it, 2 s apart on the store's clock whatever the
+/// two nodes' clocks say, less the error of the two offsets' measurements (the store's file
+/// time against a wall clock read under the lock). Each node's own offset stays within
+/// [`MAX_CLOCK_SKEW`] or it does not lead.
 pub fn decide_round(
     current: Option<&LeaseFile>,
     me: &str,
     now_ms: i64,
+    offset_ms: i64,
     ttl: Duration,
 ) -> (Option<LeaseFile>, bool) {
     let expiry_ms = now_ms.saturating_add(millis(ttl));
     let margin = millis(SAFETY_MARGIN);
+    let mine = |fence| LeaseFile {
+        holder: Some(me.to_owned()),
+        fence,
+        expiry_ms,
+        store_offset_ms: Some(offset_ms),
+    };
     match current {
-        Some(l) if l.holder.as_deref() == Some(me) => (
-            Some(LeaseFile {
-                holder: Some(me.to_owned()),
-                fence: l.fence,
-                expiry_ms,
-            }),
-            true,
-        ),
-        // Held by someone else and not yet a margin past its expiry on this clock.
-        Some(l) if l.holder.is_some() && now_ms < l.expiry_ms.saturating_add(margin) => {
+        Some(l) if l.holder.as_deref() == Some(me) => (Some(mine(l.fence)), true),
+        // Held by someone else and not yet a margin past its expiry, both on the store's clock:
+        // this node's reading less its offset, the holder's expiry less the holder's.
+        Some(l)
+            if l.holder.is_some()
+                && now_ms.saturating_sub(offset_ms)
+                    < l.expiry_ms
+                        .saturating_sub(l.store_offset_ms.unwrap_or(0))
+                        .saturating_add(margin) =>
+        {
             (None, false)
         }
-        other => (
-            Some(LeaseFile {
-                holder: Some(me.to_owned()),
-                fence: other.map_or(0, |l| l.fence) + 1,
-                expiry_ms,
-            }),
-            true,
-        ),
+        other => (Some(mine(other.map_or(0, |l| l.fence) + 1)), true),
     }
 }
 
@@ -502,7 +519,7 @@ impl LeaseStore for FilesystemStore {
                     return Ok(Ok((skew_ms, Err(why))));
                 }
                 let current = read(&file)?;
-                let (next, held) = decide_round(current.as_ref(), &me, now_ms, ttl);
+                let (next, held) = decide_round(current.as_ref(), &me, now_ms, skew_ms, ttl);
                 if let Some(next) = &next {
                     write(&file, next)?;
                 }
@@ -571,6 +588,7 @@ impl LeaseStore for FilesystemStore {
                         holder: None,
                         fence: l.fence,
                         expiry_ms: 0,
+                        store_offset_ms: None,
                     },
                 ),
                 _ => Ok(()),

@@ -14,12 +14,13 @@ fn lease(holder: Option<&str>, fence: u64, expiry_ms: i64) -> LeaseFile {
         holder: holder.map(str::to_owned),
         fence,
         expiry_ms,
+        store_offset_ms: Some(0),
     }
 }
 
 #[test]
 fn a_fresh_store_is_won_with_fence_one() {
-    let (next, held) = decide_round(None, "a#1", 1_000, TTL);
+    let (next, held) = decide_round(None, "a#1", 1_000, 0, TTL);
     assert!(held);
     assert_eq!(next, Some(lease(Some("a#1"), 1, 16_000)));
 }
@@ -27,7 +28,7 @@ fn a_fresh_store_is_won_with_fence_one() {
 #[test]
 fn the_holder_renews_without_bumping_the_fence() {
     let cur = lease(Some("a#1"), 7, 5_000);
-    let (next, held) = decide_round(Some(&cur), "a#1", 4_000, TTL);
+    let (next, held) = decide_round(Some(&cur), "a#1", 4_000, 0, TTL);
     assert!(held);
     assert_eq!(next, Some(lease(Some("a#1"), 7, 19_000)));
 }
@@ -35,12 +36,55 @@ fn the_holder_renews_without_bumping_the_fence() {
 #[test]
 fn a_challenger_waits_until_a_margin_past_expiry_then_bumps_the_fence() {
     let cur = lease(Some("a#1"), 7, 5_000);
-    assert_eq!(decide_round(Some(&cur), "b#2", 4_999, TTL), (None, false));
+    assert_eq!(
+        decide_round(Some(&cur), "b#2", 4_999, 0, TTL),
+        (None, false)
+    );
     // Expired, but not yet 1 s ago on the challenger's clock.
-    assert_eq!(decide_round(Some(&cur), "b#2", 5_999, TTL), (None, false));
-    let (next, held) = decide_round(Some(&cur), "b#2", 6_000, TTL);
+    assert_eq!(
+        decide_round(Some(&cur), "b#2", 5_999, 0, TTL),
+        (None, false)
+    );
+    let (next, held) = decide_round(Some(&cur), "b#2", 6_000, 0, TTL);
     assert!(held);
     assert_eq!(next, Some(lease(Some("b#2"), 8, 21_000)));
+}
+
+/// Issue 43, item 3: each node may be up to 1.5 s off the store, so a holder 1.4 s behind and
+/// a challenger 1.4 s ahead are 2.8 s apart. Read on the store's clock, the takeover still
+/// comes 2 s after the holder's last moment. Red on the rule before it (each side on its own
+/// clock): the challenger took over 0.8 s *before* the holder stopped leading.
+#[test]
+fn a_challenger_ahead_never_takes_over_before_a_holder_behind_has_stopped() {
+    let (behind, ahead) = (-1_400, 1_400);
+    // Real (store) time of the holder's last renewal.
+    let renewed = 100_000;
+    let ttl = Duration::from_secs(3);
+    let (written, held) = decide_round(None, "a#1", renewed + behind, behind, ttl);
+    assert!(held);
+    let record = written.unwrap();
+    assert_eq!(record.store_offset_ms, Some(behind));
+    // The holder leads until its monotonic deadline: ttl less the margin after the renewal.
+    let holder_stops = renewed + 3_000 - 1_000;
+    let takeover = (renewed..renewed + 10_000)
+        .step_by(10)
+        .find(|real| decide_round(Some(&record), "b#2", real + ahead, ahead, ttl).1)
+        .unwrap();
+    assert_eq!(
+        takeover,
+        renewed + 3_000 + 1_000,
+        "a margin past the expiry"
+    );
+    assert!(
+        takeover - holder_stops >= 2_000,
+        "{takeover} vs {holder_stops}"
+    );
+    // A record from before the offsets (none written) is read on the holder's clock, as then.
+    let old = LeaseFile {
+        store_offset_ms: None,
+        ..record
+    };
+    assert!(!decide_round(Some(&old), "b#2", renewed + 2_000, 0, ttl).1);
 }
 
 #[test]
@@ -48,7 +92,7 @@ fn the_same_name_with_another_token_cannot_renew() {
     // LSE-FS-02: a restarted daemon or a duplicate nodeName is a different holder.
     let cur = lease(Some("a#111111111111"), 3, 5_000);
     assert_eq!(
-        decide_round(Some(&cur), "a#222222222222", 4_000, TTL),
+        decide_round(Some(&cur), "a#222222222222", 4_000, 0, TTL),
         (None, false)
     );
 }
@@ -56,7 +100,7 @@ fn the_same_name_with_another_token_cannot_renew() {
 #[test]
 fn a_released_lease_is_taken_at_once() {
     let cur = lease(None, 4, 0);
-    let (next, held) = decide_round(Some(&cur), "b#2", 100, TTL);
+    let (next, held) = decide_round(Some(&cur), "b#2", 100, 0, TTL);
     assert!(held);
     assert_eq!(next.map(|l| l.fence), Some(5));
 }
