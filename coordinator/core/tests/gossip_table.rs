@@ -652,9 +652,11 @@ fn a_witness_relaying_a_claim_its_claimant_no_longer_makes_is_not_followed() {
 /// one vote, waits the three rounds.
 #[test]
 fn the_lowest_node_elected_by_every_peer_counts_itself_without_waiting() {
+    // A first-hand vote: the voter saw `me` quorate itself (`quorate_vouched`).
     let voting = |name: &str, me: &LocalNode, vote: Option<&str>| {
         let mut r = leading_report(name, me, &[]);
         r.elects = vote.map(str::to_owned);
+        r.quorate_vouched = vec![me.name.clone(), name.to_owned()];
         rep(r)
     };
     // Round 0: quorate (its advert is not out yet); round 1: elected by both, it leads.
@@ -719,4 +721,77 @@ fn a_leader_keeps_the_lead_unless_a_lower_node_appeared_before_its_claim_was_kno
         }
         assert!(led_at.is_some(), "b led");
     }
+}
+
+/// Rule 4c counts first-hand votes only (issue 43, item 5): the seven steps by which a vote
+/// for `a`'s previous life elected its restarted self beside `b`. a leads as `a-i1`; it
+/// restarts as `a-i2`; c folds the new a with b's report from before the restart (a stale,
+/// in-flight poll), so c elects "a" only on b's relay; b does the same with c's old report;
+/// a-i2 folds both votes, becomes a candidate, and on its next fold counts itself elected by
+/// all; b, reading a-i2's report from before that fold, leads too. Red on the rule that read
+/// `elects == me` alone: steps 6 and 7 had a and b both quorate and self-elected.
+#[test]
+fn a_vote_relayed_from_a_previous_life_does_not_elect_the_restarted_node() {
+    let (a, b, c) = (local("a", 3), local("b", 3), local("c", 3));
+    let (mut sa, mut sb, mut sc) = (
+        GossipState::new(2, 0),
+        GossipState::new(2, 0),
+        GossipState::new(2, 0),
+    );
+    // Step 1: a leads, in lockstep.
+    let mut served = [fresh_report(&a), fresh_report(&b), fresh_report(&c)].map(Arc::new);
+    let polls = |served: &[Arc<PeerReport>; 3], i: usize| -> Vec<PollOutcome> {
+        (0..3)
+            .filter(|&j| j != i)
+            .map(|j| PollOutcome::Report(Arc::clone(&served[j])))
+            .collect()
+    };
+    for t in 0..6 {
+        let now = t * 1000;
+        let va = sa.round(&a, &polls(&served, 0), now);
+        let vb = sb.round(&b, &polls(&served, 1), now);
+        let vc = sc.round(&c, &polls(&served, 2), now);
+        served = [
+            Arc::new(va.report(&a, Vec::new())),
+            Arc::new(vb.report(&b, Vec::new())),
+            Arc::new(vc.report(&c, Vec::new())),
+        ];
+        if t == 5 {
+            assert_eq!(va.leader.as_deref(), Some("a"));
+            assert_eq!(vb.leader.as_deref(), Some("a"));
+        }
+    }
+    let [_, b0, c0] = served.clone();
+    // Step 2: a restarts as a-i2 and serves its fresh report.
+    let mut a1 = a.clone();
+    a1.instance_id = "a-i2".into();
+    let mut sa1 = GossipState::new(2, 6_000);
+    let a1f = Arc::new(fresh_report(&a1));
+    let r = |x: &Arc<PeerReport>| PollOutcome::Report(Arc::clone(x));
+    // Step 3: c folds the new a with b's report from before the restart.
+    let v3 = sc.round(&c, &[r(&a1f), r(&b0)], 6_100);
+    assert_eq!(v3.leader.as_deref(), Some("a"), "c elects a on b's relay");
+    let c1 = Arc::new(v3.report(&c, Vec::new()));
+    // Step 4: b folds the new a with c's report from before step 3.
+    let v4 = sb.round(&b, &[r(&a1f), r(&c0)], 6_110);
+    assert_eq!(v4.leader.as_deref(), Some("a"), "b elects a on c's relay");
+    let b1 = Arc::new(v4.report(&b, Vec::new()));
+    // Step 5: a-i2 folds both votes: quorate, a candidate from now on, b leads in its view.
+    let v5 = sa1.round(&a1, &[r(&b1), r(&c1)], 6_200);
+    assert!(v5.quorate);
+    // Step 6: its next fold, before b or c fold again.
+    let v6 = sa1.refresh(&a1, &[r(&b1), r(&c1)], 6_450);
+    // Step 7: b folds with a-i2's report from before step 5 (in flight) and c's new one.
+    let v7 = sb.refresh(&b, &[r(&a1f), r(&c1)], 6_500);
+    let self_elected: Vec<&str> = [("a", &v6), ("b", &v7)]
+        .into_iter()
+        .filter(|(name, v)| v.quorate && v.leader.as_deref() == Some(*name))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        self_elected.len() <= 1,
+        "two leaders at once: {self_elected:?} (a: {:?}, b: {:?})",
+        v6.leader,
+        v7.leader
+    );
 }

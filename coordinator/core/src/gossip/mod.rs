@@ -116,7 +116,12 @@
 //!    next fold reads an advert of it that still makes it a candidate, so none starts to lead
 //!    meanwhile. Without the previous-advert condition the lockstep simulator found two
 //!    leaders: a node back from standing down used the votes its peers had cast before they
-//!    saw it stand down. A peer without the field never votes, so a cluster with an older
+//!    saw it stand down. Only first-hand votes count: a voter's own report must attest this
+//!    incarnation and list it in `quorate_vouched` (its direct sightings of quorate nodes,
+//!    from the same fold), or a vote cast on a witness's relay of the node's previous life
+//!    could elect its restarted self beside another leader (a seven-step sequence the
+//!    simulators found once they restarted nodes and reused in-flight polls; pinned in
+//!    `gossip_table.rs`). A peer without the field never votes, so a cluster with an older
 //!    node keeps rule 4's wait. It covers the common cases, a joint boot and a restart of the
 //!    lowest node with every node up; the timed simulator's cold start went from median 4.13
 //!    to 3.12 intervals (1.08 with the boot refreshes of rule 4b's manager, below).

@@ -253,7 +253,13 @@ impl GossipState {
         // and has a higher name, and my last advert already made me their candidate. None of
         // them leads (each defers to me), none can outrank me by name, and each keeps
         // deferring at its next fold (it reads an advert of mine that still makes me a
-        // candidate), so rule 4's wait buys nothing: I count myself now, for good.
+        // candidate), so rule 4's wait buys nothing: I count myself now, for good. Only
+        // first-hand votes count: the voter's own fold saw this incarnation quorate (its
+        // `quorate_vouched` holds its direct sightings only, from the same fold whose members
+        // attest my current instance). A vote cast on a witness's relay of my previous life's
+        // claim would otherwise count, and that voter may stop deferring to me at its next
+        // fold (the lockstep and timed simulators found it once they restarted nodes and
+        // reused in-flight polls).
         let peers_total = effective_size.saturating_sub(1);
         let elected_by_all = quorate
             && !self.standing_down
@@ -262,7 +268,10 @@ impl GossipState {
             && agreed_reports.len() == peers_total
             && mutual.len() == peers_total
             && agreed_reports.iter().all(|r| {
-                r.node_name > local.name && r.elects.as_deref() == Some(local.name.as_str())
+                r.node_name > local.name
+                    && r.elects.as_deref() == Some(local.name.as_str())
+                    && attests_me(local, r)
+                    && r.quorate_vouched.contains(&local.name)
             });
         if elected_by_all {
             self.quorate_streak = self.quorate_streak.max(SELF_CANDIDATE_ROUNDS);
