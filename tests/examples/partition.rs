@@ -65,6 +65,7 @@ fn main() -> std::process::ExitCode {
         isolated_restarts: 5,
         isolated_hold,
         slow_hold,
+        skew_offsets: &["+0.5s", "+5s"],
     });
     let report = &result.report;
     let out = artefact_dir();

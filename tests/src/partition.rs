@@ -697,6 +697,9 @@ pub struct RunPlan {
     pub isolated_hold: Duration,
     /// How long the peers (or the store) stay frozen around a slow-start restart.
     pub slow_hold: Duration,
+    /// Filesystem only: the clock offsets a follower is restarted with, one after the other
+    /// (`+0.5s` within the store's 1.5 s bound, `+5s` far past it).
+    pub skew_offsets: &'static [&'static str],
 }
 
 /// Runs `plan` from start to the checked report. The artefacts go to `target/partition/`.

@@ -79,7 +79,7 @@ pub fn nemesis_schedule(bench: &mut Bench, plan: &RunPlan) -> i64 {
         // reference): within the budget it takes part as any node; far beyond it, it must
         // never lead and must say why.
         if bench.backend == HarnessBackend::Filesystem {
-            for offset in ["+0.5s", "+5s"] {
+            for offset in plan.skew_offsets {
                 std::thread::sleep(rest);
                 let holder = bench.lease_holder().unwrap_or(0);
                 bench.skewed_restart((holder + 1) % 5, offset, hold);
