@@ -14,8 +14,11 @@ venv="${CRONSTABLE_CLIENTS_VENV:-$clients/.venv}"
 # The lonely-gossip conformance setup makes its TLS certificates with openssl.
 command -v openssl >/dev/null || { echo "run-tests.sh: openssl is missing (apt-get install openssl)" >&2; exit 1; }
 
-echo "==> clients: installing dependencies"
-"$clients/setup.sh"
+# CRONSTABLE_CLIENTS_READY=1: the caller ran setup.sh already (tests/run.sh, beside the build).
+if [ -z "${CRONSTABLE_CLIENTS_READY:-}" ]; then
+  echo "==> clients: installing dependencies"
+  "$clients/setup.sh"
+fi
 
 if [ -z "${CRONSTABLE_BIN:-}" ]; then
   echo "==> clients: cargo build -p cronstable-coordinator"

@@ -49,7 +49,14 @@ need_pkg chromium chromium
 need_pkg chromedriver chromium-driver
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+setup_log=$(mktemp)
+# The clients' dependencies (PyPI, npm) come over the network while the Rust side builds and
+# runs: started now, waited for before the clients' suites, and never left behind.
+# openssl makes the certificates of the clients' gossip case.
+need_pkg openssl openssl
+bash clients/setup.sh >"$setup_log" 2>&1 &
+setup_pid=$!
+trap 'kill "$setup_pid" 2>/dev/null || true; rm -f "$log" "$setup_log"' EXIT
 # Every test target in one cargo invocation: the integration tests' own `cargo build` of the
 # binaries (`binary()` in tests/src/lib.rs) then finds them up to date.
 echo "==> cargo test --workspace --all-targets --no-run"
@@ -65,14 +72,22 @@ else
 fi
 echo "==> doc tests"
 cargo test --workspace --doc 2>&1 | tee -a "$log"
-# The Python and TypeScript clients against live coordinators (PyPI and npm packages; openssl
-# makes the certificates of the gossip case), run on the coordinator binary the tests used
-# (building it alone would resolve other features and compile half the tree again).
-need_pkg openssl openssl
+# The Python and TypeScript clients against live coordinators, run on the coordinator binary
+# the tests used (building it alone would resolve other features and compile half the tree
+# again).
 target_dir="${CARGO_TARGET_DIR:-target}"
 case "$target_dir" in /*) ;; *) target_dir="$PWD/$target_dir" ;; esac
 echo "==> client conformance suites (clients/run-tests.sh)"
-CRONSTABLE_BIN="$target_dir/debug/cronstable" bash clients/run-tests.sh 2>&1 | tee -a "$log"
+if wait "$setup_pid"; then
+  cat "$setup_log"
+  ready=1
+else
+  # run-tests.sh runs setup.sh again and stops with its error.
+  cat "$setup_log"
+  ready=
+fi
+CRONSTABLE_CLIENTS_READY="$ready" CRONSTABLE_BIN="$target_dir/debug/cronstable" \
+  bash clients/run-tests.sh 2>&1 | tee -a "$log"
 
 # The fuzz targets' seeds and saved crashes were replayed above, on stable, by the
 # cronstable-fuzz-checks tests. The fuzzer itself (nightly, sanitizers, minutes of build) runs
