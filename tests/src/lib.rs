@@ -388,9 +388,6 @@ impl Coordinator {
             config,
         }
     }
-}
-
-impl Coordinator {
     /// Sends SIGHUP and waits until the coordinator logs that this reload is over, applied or
     /// refused. Returns the log lines of this reload; panics if the coordinator stops
     /// answering.
@@ -649,6 +646,14 @@ pub fn with_faketime(cmd: &mut Command, offset: &str) {
     cmd.env("LD_PRELOAD", lib)
         .env("FAKETIME", offset)
         .env("NO_FAKE_STAT", "1");
+}
+
+/// The `cronstable` binary under libfaketime at `offset` (`+5s`, `-1.4s`), file times the
+/// store's ([`with_faketime`]).
+pub fn skewed_cronstable(offset: &str) -> Command {
+    let mut cmd = Command::new(binary("cronstable"));
+    with_faketime(&mut cmd, offset);
+    cmd
 }
 
 #[cfg(test)]

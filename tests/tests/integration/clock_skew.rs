@@ -7,19 +7,10 @@
 //! (expiry + 1 s margin already past on its clock), took the lease over and led beside it.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use cronstable_tests::lease::{Store, is_leader, start_lease_node, start_lease_node_in};
-use cronstable_tests::{Coordinator, binary, http, wait_for, with_faketime};
-
-/// The `cronstable` binary under libfaketime, its clock `offset` (e.g. `+5s`) from the real
-/// one, file times the store's.
-fn skewed(offset: &str) -> Command {
-    let mut cmd = Command::new(binary("cronstable"));
-    with_faketime(&mut cmd, offset);
-    cmd
-}
+use cronstable_tests::{Coordinator, http, skewed_cronstable, wait_for};
 
 fn last_error(c: &Coordinator) -> String {
     http(c.web, "GET", "/cluster")
@@ -37,7 +28,7 @@ fn skewed_beside_holder(dir: &Path, offset: &str) -> (Coordinator, Coordinator) 
     let store = store(dir);
     let a = start_lease_node(dir, "a", &store, 3);
     wait_for("a leads", || is_leader(a.web).filter(|l| *l));
-    let b = start_lease_node_in(skewed(offset), dir, "b", &store, 3);
+    let b = start_lease_node_in(skewed_cronstable(offset), dir, "b", &store, 3);
     wait_for("b's first rounds", || {
         http(b.web, "GET", "/cluster")
             .ok()
@@ -94,7 +85,7 @@ fn a_node_whose_clock_is_far_ahead_never_leads_and_says_why() {
 fn a_node_within_the_skew_budget_takes_part_as_any_node() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
-    let b = start_lease_node_in(skewed("+0.5s"), dir.path(), "b", &store, 3);
+    let b = start_lease_node_in(skewed_cronstable("+0.5s"), dir.path(), "b", &store, 3);
     wait_for("b, half a second ahead, leads", || {
         is_leader(b.web).filter(|l| *l)
     });

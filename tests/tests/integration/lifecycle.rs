@@ -249,6 +249,13 @@ fn a_shim_keeps_running_leader_jobs_while_its_election_off_coordinator_is_down()
     drop(shim);
 }
 
+/// A coordinator started on `config` as it is (no wait for it to listen): one that may fail.
+fn start_on(config: &Path) -> cronstable_tests::Proc {
+    let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable"));
+    cmd.arg("coordinator").arg("--config").arg(config);
+    cronstable_tests::Proc::spawn("coordinator (crash loop)", cmd)
+}
+
 /// Issue 29, item 4: the shim's memory of "election off" is what the coordinator said, and a
 /// coordinator that stops says what still holds. Stopped gracefully with its config unchanged,
 /// an election-off coordinator's shim keeps running Leader jobs while it is away. Stopped after
@@ -291,11 +298,7 @@ fn a_coordinator_stopped_into_a_cluster_config_leaves_its_shim_running_no_leader
     second.proc.signal(15);
     assert_eq!(second.proc.wait_exit(), Some(0), "{}", second.proc.log());
     // Its next start fails on that config, as it would in a crash loop.
-    let mut restart = cronstable_tests::Proc::spawn("coordinator (crash loop)", {
-        let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable"));
-        cmd.arg("coordinator").arg("--config").arg(&config);
-        cmd
-    });
+    let mut restart = start_on(&config);
     assert_ne!(restart.wait_exit(), Some(0), "{}", restart.log());
 
     // The shim decides alone now: it must skip the Leader job under the no-manager rule.
@@ -345,11 +348,7 @@ fn a_config_edited_after_the_farewell_ends_leader_runs_within_thirty_seconds() {
         format!("{original}cluster:\n  backend: etcd\n  electionName: moved-into-a-cluster\n"),
     )
     .unwrap();
-    let mut restart = cronstable_tests::Proc::spawn("coordinator (crash loop)", {
-        let mut cmd = std::process::Command::new(cronstable_tests::binary("cronstable"));
-        cmd.arg("coordinator").arg("--config").arg(&config);
-        cmd
-    });
+    let mut restart = start_on(&config);
     assert_eq!(restart.wait_exit(), Some(64), "{}", restart.log());
 
     // The memory's bound, plus one firing and the ask timeout.

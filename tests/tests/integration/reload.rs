@@ -17,11 +17,6 @@ use cronstable_tests::{
 };
 use serde_json::Value;
 
-/// Sends SIGHUP and waits until the reload is over; its log lines.
-fn reload(c: &Coordinator) -> String {
-    c.reload()
-}
-
 fn alive(web: SocketAddr) -> bool {
     http(web, "GET", "/healthz").is_ok_and(|r| r.status == 200)
 }
@@ -62,14 +57,14 @@ fn a_reload_checks_the_new_auth_token_from_its_file_at_once() {
 
     // Only the file's bytes change: the config itself is the same.
     std::fs::write(&token, "second-token\n").unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("web.authToken"), "{log}");
     assert_eq!(status_with(c.web, "first-token"), 401, "the old token");
     assert_eq!(status_with(c.web, "second-token"), 200, "the new token");
 
     // A token file that cannot be read keeps the token in force, and says why.
     std::fs::remove_file(&token).unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(
         log.contains("ERROR") && log.contains("the previous token stays in force"),
         "{log}"
@@ -86,7 +81,7 @@ fn a_broken_file_keeps_the_running_config_and_logs_every_error() {
     edit(&c, |t| {
         t.replace("value: kept", "value: \"\"") + "notify:\n  webhook:\n    url: ftp://nowhere\n"
     });
-    let log = reload(&c);
+    let log = c.reload();
     let file = c.config.display().to_string();
     let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert!(
@@ -112,7 +107,7 @@ fn a_broken_file_keeps_the_running_config_and_logs_every_error() {
 
     // The same file fixed is applied: the token it names now holds.
     std::fs::write(&c.config, good.replace("value: kept", "value: fixed")).unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("config reloaded"), "{log}");
     assert_eq!(status_with(c.web, "fixed"), 200);
     assert_eq!(status_with(c.web, "kept"), 401);
@@ -135,7 +130,7 @@ fn a_changed_jobs_file_is_registered_again_and_a_removed_key_unregisters_it() {
         "# cronstable: name=one\n0 3 * * * true\n# cronstable: name=two\n0 4 * * * true\n",
     )
     .unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("jobs"), "{log}");
     let after = job_set(c.web);
     assert_eq!(after["jobs"], 2, "{after}");
@@ -149,7 +144,7 @@ fn a_changed_jobs_file_is_registered_again_and_a_removed_key_unregisters_it() {
     assert!(names.contains(&"two".to_owned()), "{names:?}");
 
     edit(&c, |t| t[..t.find("jobs:").unwrap()].to_owned());
-    reload(&c);
+    c.reload();
     assert_eq!(
         job_set(c.web)["jobs"],
         0,
@@ -188,7 +183,7 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
     assert_eq!(led["lease"]["path"], first.display().to_string(), "{led}");
 
     // The same file again: nothing to rebuild, the lease held all along.
-    let log = reload(&c);
+    let log = c.reload();
     assert!(!log.contains("cluster manager rebuilt"), "{log}");
     assert!(!log.contains("lease released"), "{log}");
     let still = cluster(c.web);
@@ -201,7 +196,7 @@ fn a_changed_cluster_section_rebuilds_the_manager_and_an_unchanged_one_does_not(
     // off, is pinned by reload::tests::switching with a backend that never publishes; here
     // every answer the shim got is in the decision log, checked below.
     edit(&c, |t| t.replace("ttl: 3", "ttl: 4"));
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("cluster manager rebuilt"), "{log}");
     assert!(log.contains("lease released"), "{log}");
     let led = wait_leader(c.web, "a to lead again after the rebuild");
@@ -229,7 +224,7 @@ fn a_reload_that_adds_a_cluster_section_is_refused_until_a_restart() {
             leases.display()
         )
     });
-    let log = reload(&c);
+    let log = c.reload();
     assert!(
         log.contains("config reload refused: cluster (election turned on or off) changed"),
         "{log}"
@@ -302,7 +297,7 @@ fn an_emptied_config_file_is_refused_and_the_node_keeps_its_election_and_token()
     assert_eq!(http(c.web, "GET", "/jobs").unwrap().status, 401);
     // A non-atomic rewrite, caught between truncate and write.
     std::fs::write(&c.config, "").unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert_eq!(
         http(c.web, "GET", "/jobs").unwrap().status,
         401,
@@ -316,7 +311,7 @@ fn an_emptied_config_file_is_refused_and_the_node_keeps_its_election_and_token()
     assert_eq!(reloads(c.web, "s3cret", "refused"), 1);
     // Comments and document markers alone are empty too.
     std::fs::write(&c.config, "---\n# being rewritten\n").unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("the file is empty"), "{log}");
     assert_eq!(guarded_cluster(c.web)["enabled"], true);
 }
@@ -344,7 +339,7 @@ fn a_reload_that_would_open_the_door_is_refused_naming_the_key_and_changes_nothi
         ),
     ] {
         std::fs::write(&c.config, &edit_to).unwrap();
-        let log = reload(&c);
+        let log = c.reload();
         assert!(
             log.contains(&format!("config reload refused: {key} changed")),
             "{key}: {log}"
@@ -361,7 +356,7 @@ fn a_reload_that_would_open_the_door_is_refused_naming_the_key_and_changes_nothi
     assert_eq!(reloads(c.web, "s3cret", "refused"), 3);
     // A change that narrows or tunes still applies: a new token.
     std::fs::write(&c.config, original.replace("s3cret", "n3w")).unwrap();
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("config reloaded"), "{log}");
     assert_eq!(status_with(c.web, "n3w"), 200);
     assert_eq!(reloads(c.web, "n3w", "applied"), 1);
@@ -402,7 +397,7 @@ fn a_reload_sends_the_next_events_to_the_new_webhook() {
     assert_eq!(next_failure(&first, "first")["job"], "broken");
 
     edit(&c, |t| t.replace(&first_url, &second_url));
-    let log = reload(&c);
+    let log = c.reload();
     assert!(log.contains("notify"), "{log}");
     assert_eq!(next_failure(&second, "second")["job"], "broken");
     // Whatever the first receiver still gets was queued before the reload; nothing after.

@@ -11,16 +11,9 @@
 //! challenger took over 0.8 s before the holder stopped).
 
 use std::path::Path;
-use std::process::Command;
 
 use cronstable_tests::lease::{Store, is_leader, start_lease_node_in, tick_shim, ticks};
-use cronstable_tests::{Coordinator, binary, wait_for, with_faketime};
-
-fn skewed(offset: &str) -> Command {
-    let mut cmd = Command::new(binary("cronstable"));
-    with_faketime(&mut cmd, offset);
-    cmd
-}
+use cronstable_tests::{Coordinator, skewed_cronstable, wait_for};
 
 /// Points the link `link` at `target`, atomically (a new link renamed over the old one).
 fn point(link: &Path, target: &Path) {
@@ -42,14 +35,20 @@ fn cut_the_holder_behind_with_the_challenger_ahead(dir: &Path) -> usize {
     let out = dir.join("ticks");
 
     let a = start_lease_node_in(
-        skewed("-1.4s"),
+        skewed_cronstable("-1.4s"),
         dir,
         "a",
         &Store::Filesystem(a_link.clone()),
         3,
     );
     wait_for("a leads", || is_leader(a.web).filter(|l| *l));
-    let b = start_lease_node_in(skewed("+1.4s"), dir, "b", &Store::Filesystem(b_link), 3);
+    let b = start_lease_node_in(
+        skewed_cronstable("+1.4s"),
+        dir,
+        "b",
+        &Store::Filesystem(b_link),
+        3,
+    );
     wait_for("b follows", || is_leader(b.web).filter(|l| !*l));
     let _shims = (tick_shim(dir, &a, "a", &out), tick_shim(dir, &b, "b", &out));
     wait_for("a few ticks on a", || {

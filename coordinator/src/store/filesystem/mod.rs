@@ -249,10 +249,15 @@ impl FilesystemStore {
             .map_err(|e| LeaseError::Store(format!("file operation panicked: {e}")))?
     }
 
-    /// What a round checks the store's marker with: the store directory and this node's
-    /// deployment; `None` when the store needs no marker.
-    fn marker_check(&self) -> Option<(PathBuf, String)> {
-        self.marked_for.clone().map(|d| (self.root.clone(), d))
+    /// The marker check a round runs first, on its blocking thread: always `Ok` where the
+    /// store needs no marker.
+    fn marker_check(&self) -> impl FnOnce() -> Result<(), marker::MarkerError> + Send + 'static {
+        let check = self.marked_for.clone().map(|d| (self.root.clone(), d));
+        move || {
+            check.map_or(Ok(()), |(root, deployment)| {
+                marker::verify(&root, &deployment)
+            })
+        }
     }
 
     /// A round's outcome after its marker check: a refusal is a store error (this node cannot
@@ -505,9 +510,7 @@ impl LeaseStore for FilesystemStore {
         let marker = self.marker_check();
         let round = self
             .blocking(move || {
-                if let Some(refused) =
-                    marker.and_then(|(root, dep)| marker::verify(&root, &dep).err())
-                {
+                if let Err(refused) = marker() {
                     return Ok(Err(refused));
                 }
                 let _guard = lock(&file)?;
@@ -560,9 +563,7 @@ impl LeaseStore for FilesystemStore {
         let marker = self.marker_check();
         let lease = self
             .blocking(move || {
-                if let Some(refused) =
-                    marker.and_then(|(root, dep)| marker::verify(&root, &dep).err())
-                {
+                if let Err(refused) = marker() {
                     return Ok(Err(refused));
                 }
                 let _guard = lock(&file)?;
