@@ -5,9 +5,10 @@
 //! concurrently once per `interval`, folds the outcomes through the core's
 //! [`GossipState::round`], logs what changed, and publishes three things: the
 //! [`ClusterView`] the ShouldRun gate reads, the `/cluster` status block, and the body the
-//! listener serves. A poll still in flight when the round closes keeps its previous outcome
-//! (its own `connectTimeout` bounds how stale that can be), so one slow peer never delays the
-//! others.
+//! listener serves. Every poll is bounded by the smaller of `connectTimeout` and `interval`; a
+//! peer that has not answered when the round closes counts as unreachable for that round
+//! (never as its previous answer), so one slow peer never delays the others and no fold reads
+//! news older than its round.
 //!
 //! Until its first round completes the node shows [`Election::Starting`] (it knows nothing yet,
 //! so it does not act). A manager that cannot start (unreadable certificates, a port in use)
@@ -466,11 +467,13 @@ impl GossipBackend {
             let round_start = Instant::now();
             // Start a poll for every peer whose last one finished; each carries its own
             // deadline, so waiting for them below is bounded.
+            // Each poll is bounded by the round: an answer later than that is no news for
+            // this fold (see `Slot::finish_by`).
+            let poll_timeout = s.connect_timeout.min(s.interval);
             for slot in &mut slots {
-                slot.start(&client_tls, s.connect_timeout);
+                slot.start(&client_tls, poll_timeout).await;
             }
-            let deadline =
-                round_start + s.connect_timeout.min(s.interval) + Duration::from_millis(50);
+            let deadline = round_start + poll_timeout + Duration::from_millis(50);
             let collect = async {
                 for (i, slot) in slots.iter_mut().enumerate() {
                     if let Some(result) = slot.finish_by(deadline).await {
@@ -709,7 +712,19 @@ enum Slot {
 }
 
 impl Slot {
-    fn start(&mut self, tls: &ClientTls, timeout: Duration) {
+    /// Starts a poll unless one is still out. A poll that outlived its round (see
+    /// [`Self::finish_by`]) and has finished since is collected here and its answer dropped:
+    /// it describes the peer as it was a round or more ago, possibly a previous life of it.
+    async fn start(&mut self, tls: &ClientTls, timeout: Duration) {
+        if let Slot::Busy { host, task } = self
+            && task.is_finished()
+        {
+            let poller = match (&mut *task).await {
+                Ok((poller, _stale)) => poller,
+                Err(_) => Box::new(Poller::new(host.clone())),
+            };
+            *self = Slot::Idle(poller);
+        }
         if !matches!(self, Slot::Idle(_)) {
             return;
         }
@@ -725,13 +740,25 @@ impl Slot {
         *self = Slot::Busy { host, task };
     }
 
-    /// The poll's result if it finishes by `deadline`; `None` leaves it running.
+    /// This round's outcome for the peer: the poll's result if it finishes by `deadline`,
+    /// else unreachable, never an earlier round's outcome. The gossip core reads every
+    /// outcome as this round's news: a reused one let a node begin to lead on a report older
+    /// than a round, from before a restart or before another node's claim, while the peer
+    /// itself was up and leading (the timed simulator found it once polls could be slow). A
+    /// poll still out is left to finish on its own bound and is collected at the next start.
     async fn finish_by(&mut self, deadline: Instant) -> Option<PollResult> {
         let Slot::Busy { host, task } = self else {
             return None;
         };
         match tokio::time::timeout_at(deadline, &mut *task).await {
-            Err(_) => None,
+            Err(_) => Some(PollResult {
+                outcome: PollOutcome::Unreachable {
+                    error: format!("Cannot connect to host {host}: no answer within the round"),
+                },
+                jobs: None,
+                fresh: false,
+                node_stats: None,
+            }),
             Ok(Ok((poller, result))) => {
                 *self = Slot::Idle(poller);
                 Some(result)
@@ -931,5 +958,94 @@ impl Edges {
             }
             self.leader = Some(rv.leader.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot_on(host: &HostPort, task: JoinHandle<(Box<Poller>, PollResult)>) -> Slot {
+        Slot::Busy {
+            host: host.clone(),
+            task,
+        }
+    }
+
+    fn answered(report: Arc<cronstable_core::gossip::PeerReport>) -> PollResult {
+        PollResult {
+            outcome: PollOutcome::Report(report),
+            jobs: None,
+            fresh: true,
+            node_stats: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_poll_that_outlives_its_round_is_unreachable_and_its_late_answer_is_dropped() {
+        let host: HostPort = "127.0.0.1:9".parse().unwrap();
+        let local = LocalNode {
+            name: "b".into(),
+            instance_id: "b-1".into(),
+            job_set_id: "jobs".into(),
+            configured_size: 3,
+            elect_leader: true,
+            distribution: Distribution::SingleLeader,
+            drift_after: 3,
+            interval_ms: 1_000,
+        };
+        let late = Arc::new(fresh_report(&local));
+        let (release, released) = oneshot::channel::<()>();
+        let poller = Box::new(Poller::new(host.clone()));
+        let report = Arc::clone(&late);
+        let mut slot = slot_on(
+            &host,
+            tokio::spawn(async move {
+                let _ = released.await;
+                (poller, answered(report))
+            }),
+        );
+
+        // The round closes before the peer answers: no news this round, not an old answer.
+        let round = slot
+            .finish_by(Instant::now() + Duration::from_millis(100))
+            .await
+            .expect("every busy slot gives this round an outcome");
+        assert!(
+            matches!(&round.outcome, PollOutcome::Unreachable { error } if error.contains("within the round")),
+            "{:?}",
+            round.outcome
+        );
+        assert!(!round.fresh);
+
+        // The answer arrives between rounds: the next start drops it and polls again, so the
+        // next round reads a poll started in that round.
+        release.send(()).unwrap();
+        tokio::task::yield_now().await;
+        let Slot::Busy { task, .. } = &slot else {
+            panic!("the late poll is still out");
+        };
+        while !task.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        let tls = ClientTls {
+            config: Arc::new(config),
+            generation: 0,
+        };
+        slot.start(&tls, Duration::from_millis(10)).await;
+        let Slot::Busy { task, .. } = &mut slot else {
+            panic!("a new poll is out");
+        };
+        let (_, next) = task.await.unwrap();
+        assert!(
+            !matches!(&next.outcome, PollOutcome::Report(r) if Arc::ptr_eq(r, &late)),
+            "the late answer was read as this round's"
+        );
     }
 }

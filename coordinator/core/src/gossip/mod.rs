@@ -119,9 +119,8 @@
 //!    saw it stand down. Only first-hand votes count: a voter's own report must attest this
 //!    incarnation and list it in `quorate_vouched` (its direct sightings of quorate nodes,
 //!    from the same fold), or a vote cast on a witness's relay of the node's previous life
-//!    could elect its restarted self beside another leader (a seven-step sequence the
-//!    simulators found once they restarted nodes and reused in-flight polls; pinned in
-//!    `gossip_table.rs`). A peer without the field never votes, so a cluster with an older
+//!    could elect its restarted self beside another leader (a seven-step sequence worked out
+//!    on paper and pinned in `gossip_table.rs`; the seeded searches never isolated it). A peer without the field never votes, so a cluster with an older
 //!    node keeps rule 4's wait. It covers the common cases, a joint boot and a restart of the
 //!    lowest node with every node up; the timed simulator's cold start went from median 4.13
 //!    to 3.12 intervals (1.08 with the boot refreshes of rule 4b's manager, below).

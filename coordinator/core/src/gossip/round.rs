@@ -30,8 +30,9 @@ pub const SELF_CANDIDATE_ROUNDS: u32 = 3;
 /// What polling one configured peer gave this round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PollOutcome {
-    /// No outcome this round: the peer has no status and counts nowhere. Pass the latest
-    /// finished outcome instead for a peer whose poll is merely still in flight.
+    /// No outcome this round: the peer has no status and counts nowhere. A peer whose poll
+    /// is still out when the round closes is [`PollOutcome::Unreachable`] for the round, never
+    /// its previous outcome: every outcome is read as this round's news.
     NotPolled,
     /// Connection failure or timeout; also a malformed or oversize body (the reason in `error`).
     Unreachable {
@@ -258,8 +259,7 @@ impl GossipState {
         // `quorate_vouched` holds its direct sightings only, from the same fold whose members
         // attest my current instance). A vote cast on a witness's relay of my previous life's
         // claim would otherwise count, and that voter may stop deferring to me at its next
-        // fold (the lockstep and timed simulators found it once they restarted nodes and
-        // reused in-flight polls).
+        // fold (the seven steps in `gossip_table.rs`).
         let peers_total = effective_size.saturating_sub(1);
         let elected_by_all = quorate
             && !self.standing_down
