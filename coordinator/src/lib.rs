@@ -276,7 +276,7 @@ pub async fn run(
     ));
     // Whether this node's executors keep asking about their Leader jobs' firings; a lease
     // holder whose executor falls behind gives its lease up (crate::liveness).
-    let pace_task = crate::spawn(liveness::watch_pace(state.clone(), stopped()));
+    let pace_task = crate::spawn(liveness::watch_pace(state.pace_inputs(), stopped()));
     let mesh_task = mesh.map(|(settings, tx, _)| {
         crate::spawn(gossip::observability::run(
             settings,

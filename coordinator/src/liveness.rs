@@ -30,14 +30,16 @@
 //! schedule only when a job's instant has passed.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::DateTime;
 use cronstable_core::ClusterPolicy;
+use tokio::sync::watch;
 
-use crate::executors::is_config_executor;
-use crate::jobs::JobSet;
+use crate::executors::{Executors, is_config_executor};
+use crate::jobs::{JobRegistry, JobSet};
+use crate::observe::metrics::Metrics;
 use crate::observe::next_fire::{ScheduleCache, Schedules};
 
 /// How long after a Leader job's due instant its executor may still ask before it counts as
@@ -230,14 +232,33 @@ impl Monitor {
     }
 }
 
-/// Checks every [`CHECK_EVERY`] and publishes the earliest overdue firing (or `None`) on `tx`,
-/// logging each change once: a WARN when an executor falls behind, an INFO when they all keep
-/// up again. Returns when `shutdown` resolves.
-pub async fn watch_pace(
-    state: crate::state::CoordinatorState,
-    shutdown: impl std::future::Future<Output = ()>,
-) {
-    let tx = state.overdue_sender();
+/// What the pace monitor reads and where it publishes: handles the coordinator's state holds,
+/// passed in so this module depends on none of the state's other parts.
+#[derive(Debug, Clone)]
+pub struct PaceInputs {
+    /// The registered job set.
+    pub registry: JobRegistry,
+    /// The latest instant each executor asked about.
+    pub pace: Arc<Pace>,
+    /// Which executors have an open Watch stream (they are watched, not polled).
+    pub executors: Arc<Executors>,
+    /// `cronstable_executor_overdue`.
+    pub metrics: Metrics,
+    /// The one writer of the overdue executor as last found.
+    pub overdue: Arc<watch::Sender<Option<Overdue>>>,
+}
+
+/// Checks every [`CHECK_EVERY`] and publishes the earliest overdue firing (or `None`) on
+/// `inputs.overdue`, logging each change once: a WARN when an executor falls behind, an INFO
+/// when they all keep up again. Returns when `shutdown` resolves.
+pub async fn watch_pace(inputs: PaceInputs, shutdown: impl std::future::Future<Output = ()>) {
+    let PaceInputs {
+        registry,
+        pace,
+        executors,
+        metrics,
+        overdue: tx,
+    } = inputs;
     let schedules = ScheduleCache::default();
     let mut monitor = Monitor::new();
     let mut tick = tokio::time::interval(CHECK_EVERY);
@@ -249,13 +270,13 @@ pub async fn watch_pace(
             () = &mut shutdown => return,
             _ = tick.tick() => {}
         }
-        let set = state.registry.current();
+        let set = registry.current();
         let parsed = schedules.for_set(&set);
         let overdue = monitor.check(
             &set,
             &parsed,
-            |e| state.pace.asked_through(e),
-            |e| state.executors.watched(e),
+            |e| pace.asked_through(e),
+            |e| executors.watched(e),
             crate::clock::now_ms(),
         );
         if let Some(gap) = monitor.stalled_for_ms() {
@@ -275,7 +296,7 @@ pub async fn watch_pace(
                 ),
             }
         }
-        state.metrics.set_executor_overdue(overdue.is_some());
+        metrics.set_executor_overdue(overdue.is_some());
         tx.send_if_modified(|cur| {
             let changed =
                 cur.as_ref().map(|o| &o.executor) != overdue.as_ref().map(|o| &o.executor);

@@ -284,9 +284,15 @@ impl CoordinatorState {
         self.overdue.subscribe()
     }
 
-    /// The pace monitor's end of [`Self::overdue`]: it is the only writer.
-    pub(crate) fn overdue_sender(&self) -> Arc<watch::Sender<Option<crate::liveness::Overdue>>> {
-        self.overdue.clone()
+    /// What the pace monitor reads, and its end of [`Self::overdue`] (it is the only writer).
+    pub(crate) fn pace_inputs(&self) -> crate::liveness::PaceInputs {
+        crate::liveness::PaceInputs {
+            registry: self.registry.clone(),
+            pace: self.pace.clone(),
+            executors: self.executors.clone(),
+            metrics: self.metrics.clone(),
+            overdue: self.overdue.clone(),
+        }
     }
 
     /// Whether `executor_id` has an open Watch stream.

@@ -54,7 +54,7 @@ pub struct TokenArgs {
 
 impl TokenArgs {
     /// The token to send: the file first, else the value; none when neither is given.
-    pub fn token(self) -> Option<crate::token::ApiToken> {
-        crate::token::from_args(self.api_token_file, self.api_token)
+    pub fn token(self) -> Option<crate::coordinator::token::ApiToken> {
+        crate::coordinator::token::from_args(self.api_token_file, self.api_token)
     }
 }

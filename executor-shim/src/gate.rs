@@ -17,8 +17,8 @@ use cronstable_core::schedule::Schedule;
 use cronstable_core::{ClusterPolicy, FiringKind, Gate, JobSpec, Reason, Verdict, decide};
 use cronstable_proto::v1 as pb;
 
-use crate::client::Coordinator;
 use crate::clock;
+use crate::coordinator::client::Coordinator;
 use crate::firing::firing_env;
 
 /// Exit code: the arguments are wrong (sysexits `EX_USAGE`).
@@ -59,7 +59,7 @@ pub struct GateConfig {
     /// The policy the no-manager rule applies when the coordinator does not answer.
     pub policy: ClusterPolicy,
     /// The token sent with every call (the coordinator's `api.authToken`).
-    pub api_token: Option<crate::token::ApiToken>,
+    pub api_token: Option<crate::coordinator::token::ApiToken>,
 }
 
 /// How one gate invocation ended.
@@ -119,7 +119,9 @@ pub fn firing_instant(schedule: Option<&Schedule>, now: DateTime<Utc>) -> DateTi
 }
 
 /// Runs one gated firing and returns how it ended.
-pub async fn run(config: &GateConfig) -> Result<GateOutcome, crate::client::AddressError> {
+pub async fn run(
+    config: &GateConfig,
+) -> Result<GateOutcome, crate::coordinator::client::AddressError> {
     let coordinator = Coordinator::new(
         &config.coordinator,
         config.executor_id.clone(),

@@ -8,41 +8,29 @@
 //!
 //! # Layout
 //!
-//! - [`source`]: reading the crontab or job file.
-//! - [`plan`]: pure planning of due and missed instants.
-//! - [`firing`]: one firing end to end (gate, run, report, retries); [`handoff`] hands a
-//!   retry sequence to the new owner, [`resume`] continues one handed to this shim, and
-//!   [`one_shot`] holds `@reboot` one-shots until the coordinator may decide them.
-//! - [`runner`]: spawning and supervising processes (process groups, timeouts, output tail).
-//! - [`client`]: the gRPC client, every call with a deadline; [`batch`] coalesces the
-//!   questions asked at one instant into `ShouldRunBatch`; [`call_error`] says why a call got
-//!   no answer.
-//! - [`session`]: registration and the Watch stream, reconnected with backoff; [`wakeups`]
-//!   routes its `RunDeferred` pushes.
-//! - [`election_memory`]: the election mode the coordinator last stated, for when it is away.
+//! - [`schedule`]: reading the crontab or job file, and pure planning of due and missed
+//!   instants.
+//! - [`firing`]: one firing end to end (gate, run, report, retries), with the hand-over of a
+//!   retry sequence to the new owner and its resumption here, the `@reboot` one-shots held
+//!   until the coordinator may decide them, and the election mode last stated for when the
+//!   coordinator is away.
+//! - [`coordinator`]: the gRPC client, every call with a deadline; the batching of questions;
+//!   why a call got no answer; the API token; the routing of `RunDeferred` pushes.
+//! - [`session`]: registration and the Watch stream, reconnected with backoff; it starts the
+//!   firings the coordinator pushes.
+//! - [`process`]: spawning and supervising processes, and reaping orphans as PID 1.
 //! - [`clock`]: the shim's clock.
-//! - [`reaper`]: reaping orphans as PID 1.
 //! - [`gate`]: `cronstable-gate`, one gated firing started by an existing crond.
 //! - [`cli`]: logging setup and the host name, for the binaries.
 
-pub mod batch;
-pub mod call_error;
 pub mod cli;
-pub mod client;
 pub mod clock;
-pub mod election_memory;
+pub mod coordinator;
 pub mod firing;
 pub mod gate;
-pub mod handoff;
-pub mod one_shot;
-pub mod plan;
-pub mod reaper;
-pub mod resume;
-pub mod runner;
+pub mod process;
+pub mod schedule;
 pub mod session;
-pub mod source;
-pub mod token;
-pub mod wakeups;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -55,10 +43,10 @@ use cronstable_core::{FiringKind, JobSpec, Reason};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::client::Coordinator;
+use crate::coordinator::client::Coordinator;
 use crate::firing::{FiringContext, fire};
-use crate::runner::Supervisor;
-use crate::source::{JobSource, LoadedJob};
+use crate::process::runner::Supervisor;
+use crate::schedule::source::{JobSource, LoadedJob};
 
 /// `tokio::spawn` that carries the caller's tracing span into the task. tokio does not: without
 /// it, a task's log lines lose the context they were started in. It matters where several nodes
@@ -92,7 +80,7 @@ pub struct ShimConfig {
     /// Reap orphaned processes (on by default when running as PID 1).
     pub reap_orphans: bool,
     /// The token sent with every call (the coordinator's `api.authToken`).
-    pub api_token: Option<token::ApiToken>,
+    pub api_token: Option<coordinator::token::ApiToken>,
 }
 
 impl ShimConfig {
@@ -120,10 +108,10 @@ impl ShimConfig {
 pub enum ShimError {
     /// The job file could not be read at start.
     #[error(transparent)]
-    Read(#[from] source::ReadError),
+    Read(#[from] schedule::source::ReadError),
     /// The coordinator address is malformed.
     #[error(transparent)]
-    Address(#[from] client::AddressError),
+    Address(#[from] coordinator::client::AddressError),
 }
 
 /// One scheduled job and its next due instant.
@@ -139,7 +127,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     mut reload: mpsc::Receiver<()>,
 ) -> Result<(), ShimError> {
-    let loaded = source::load(&config.source)?;
+    let loaded = schedule::source::load(&config.source)?;
     report_errors(&loaded.errors);
     report_warnings(&loaded.warnings);
     let coordinator = Coordinator::new(
@@ -159,10 +147,10 @@ pub async fn run(
         stopping: stop_rx,
         reregister: Arc::new(Notify::new()),
         jobs: jobs_rx.clone(),
-        wakeups: wakeups::DeferredWakeups::new(),
+        wakeups: coordinator::wakeups::DeferredWakeups::new(),
         registered: Arc::new(watch::channel(None).0),
         standby: Arc::new(watch::channel(None).0),
-        election: Arc::new(watch::channel(election_memory::ElectionMemory::default()).0),
+        election: Arc::new(watch::channel(firing::election_memory::ElectionMemory::default()).0),
     };
     tracing::info!(
         source = %config.source.path().display(),
@@ -174,12 +162,12 @@ pub async fn run(
     let session = crate::spawn(session::maintain(ctx.clone(), jobs_rx));
     let reaper = config
         .reap_orphans
-        .then(|| crate::spawn(reaper::reap_orphans(supervisor.clone())));
+        .then(|| crate::spawn(process::reaper::reap_orphans(supervisor.clone())));
 
     let started = clock::now();
     let mut firings = JoinSet::new();
     let mut table: HashMap<String, Entry> = HashMap::new();
-    let mut file = source::FileWatch::new(loaded.content);
+    let mut file = schedule::source::FileWatch::new(loaded.content);
     apply(&mut table, loaded.jobs, started);
     for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
         firings.spawn(tracing::Instrument::in_current_span(fire(
@@ -209,7 +197,7 @@ pub async fn run(
         for entry in table.values_mut() {
             // Plan LEAD ahead: a firing asks its gate a moment early and then launches exactly
             // on its instant, so the timer's wake-up and the round trip are off the path.
-            let plan = plan::plan(
+            let plan = schedule::plan::plan(
                 &entry.loaded.schedule,
                 entry.next,
                 now + firing::LEAD,
@@ -338,7 +326,7 @@ fn apply(table: &mut HashMap<String, Entry>, jobs: Vec<LoadedJob>, now: DateTime
 /// Puts a reloaded job file into effect: the schedule table, the job-set ID and the job list
 /// the session registers.
 fn apply_reload(
-    loaded: source::Loaded,
+    loaded: schedule::source::Loaded,
     table: &mut HashMap<String, Entry>,
     jobs_tx: &watch::Sender<Arc<Vec<LoadedJob>>>,
     id_tx: &watch::Sender<cronstable_core::fingerprint::JobSetId>,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use cronstable_shim::cli::{hostname, init_logging};
-use cronstable_shim::source::JobSource;
+use cronstable_shim::schedule::source::JobSource;
 use cronstable_shim::{ShimConfig, run};
 use tokio::signal::unix::{SignalKind, signal};
 

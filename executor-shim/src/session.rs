@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::clock;
 use crate::firing::{FiringContext, fire};
-use crate::source::LoadedJob;
+use crate::schedule::source::LoadedJob;
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
@@ -147,7 +147,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
         Some(pb::instruction::Kind::JobSetChanged(c)) => {
             tracing::debug!(job_set_id = c.job_set_id, "coordinator job set changed");
         }
-        Some(pb::instruction::Kind::ResumeRetry(r)) => crate::resume::resume(ctx, jobs, r),
+        Some(pb::instruction::Kind::ResumeRetry(r)) => crate::firing::resume::resume(ctx, jobs, r),
         Some(pb::instruction::Kind::RunDeferred(d))
             if !ctx.wakeups.wake(&d.job, d.scheduled_at_ms) =>
         {

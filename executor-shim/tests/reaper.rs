@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use cronstable_shim::reaper::reap_once;
-use cronstable_shim::runner::Supervisor;
+use cronstable_shim::process::reaper::reap_once;
+use cronstable_shim::process::runner::Supervisor;
 
 #[tokio::test]
 async fn reaps_a_zombie_it_does_not_own() {

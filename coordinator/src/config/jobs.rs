@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use cronstable_core::JobSpec;
-use cronstable_shim::source::{self, JobSource};
+use cronstable_shim::schedule::source::{self, JobSource};
 
 /// Which parser reads the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use anyhow::Context;
-use cronstable_shim::source::JobSource;
+use cronstable_shim::schedule::source::JobSource;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 

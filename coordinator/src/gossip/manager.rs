@@ -322,7 +322,7 @@ impl GossipBackend {
         let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
         // This node's CPU/memory for the `/peer` header, refreshed once per round; the rate
         // is taken between rounds, so the first round has memory but no CPU figure yet.
-        let own_stats = crate::web::NodeStats::new();
+        let own_stats = crate::observe::host::NodeStats::new();
         let stats_header =
             || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
         let (stats_tx, stats_rx) = watch::channel(if s.observability {

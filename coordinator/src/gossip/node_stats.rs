@@ -166,7 +166,7 @@ mod tests {
             "process": {"cpu_percent": 1.0, "rss_bytes": 1000}, "error": null,
         });
         assert_eq!(PeerNodeStats::from_snapshot(&snapshot), Some(sample()));
-        let real = crate::web::NodeStats::new().snapshot();
+        let real = crate::observe::host::NodeStats::new().snapshot();
         let stats = PeerNodeStats::from_snapshot(&real).expect("this machine's numbers");
         assert!(stats.to_header().is_some());
     }

@@ -241,7 +241,7 @@ pub async fn run(
     };
     let first = body(&local, &mut summary, &job_set.borrow_and_update());
     let (body_tx, body_rx) = watch::channel(Arc::new(first));
-    let own_stats = crate::web::NodeStats::new();
+    let own_stats = crate::observe::host::NodeStats::new();
     let stats_header =
         || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
     let (stats_tx, stats_rx) = watch::channel(stats_header());

@@ -28,9 +28,9 @@ use crate::observe::metrics::Metrics;
 use crate::observe::next_fire::NextFires;
 use crate::state::{CoordinatorState, ManualStartError};
 
+use crate::observe::host::NodeStats;
 pub use auth::{AuthToken, AuthTokens};
 pub use dashboard::PAGE_WEIGHT;
-pub use node::NodeStats;
 
 /// What the handlers share: the coordinator's state and the web layer's own pieces.
 #[derive(Debug, Clone)]

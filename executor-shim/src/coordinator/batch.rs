@@ -19,8 +19,8 @@ use cronstable_proto::v1 as pb;
 use tokio::sync::{mpsc, oneshot};
 use tonic::{Code, Status};
 
-use crate::call_error::CallError;
-use crate::client::Client;
+use crate::coordinator::call_error::CallError;
+use crate::coordinator::channel::Client;
 
 /// The most questions one call carries (the coordinator accepts up to 10,000).
 const MAX_BATCH: usize = 2_000;

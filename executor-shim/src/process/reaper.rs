@@ -12,7 +12,7 @@ use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::runner::Supervisor;
+use crate::process::runner::Supervisor;
 
 /// Reaps orphaned zombies until the task is dropped.
 pub async fn reap_orphans(supervisor: Supervisor) {

@@ -14,7 +14,7 @@ use cronstable_core::fingerprint::JobSetId;
 use cronstable_core::{ClusterPolicy, JobSpec};
 use tokio::sync::watch;
 
-use crate::source::LoadedJob;
+use crate::schedule::source::LoadedJob;
 
 /// How often a pending one-shot whose job left the job file looks for it again.
 pub const PENDING_RECHECK: Duration = Duration::from_secs(2);

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::clock;
 use crate::firing::{FiringContext, run_sequence};
-use crate::source::LoadedJob;
+use crate::schedule::source::LoadedJob;
 
 /// What a `ResumeRetry` runs: the job, the first attempt number and the last.
 #[derive(Debug, Clone, PartialEq, Eq)]

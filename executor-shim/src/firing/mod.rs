@@ -4,6 +4,16 @@
 //! coordinator cannot be reached in time the shim applies the "no manager" row of the decision
 //! table itself, so a dead coordinator makes Leader jobs skip and never stops PreferLeader or
 //! EveryNode jobs (MAP-05).
+//!
+//! Beside it: [`handoff`] hands a retry sequence to the new owner, [`resume`] continues one
+//! handed to this shim, [`one_shot`] holds `@reboot` one-shots until the coordinator may decide
+//! them, and [`election_memory`] keeps the election mode the coordinator last stated, for when
+//! it is away.
+
+pub mod election_memory;
+pub mod handoff;
+pub mod one_shot;
+pub mod resume;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,11 +27,11 @@ use cronstable_core::{
 use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
-use crate::client::{Answer, CallError, Coordinator, Registration};
-use crate::election_memory::ElectionMemory;
-use crate::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
-use crate::source::LoadedJob;
-use crate::{clock, one_shot};
+use self::election_memory::ElectionMemory;
+use crate::clock;
+use crate::coordinator::client::{Answer, CallError, Coordinator, Registration};
+use crate::process::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
+use crate::schedule::source::LoadedJob;
 
 /// How far ahead of a scheduled instant the shim asks its gate. The launch itself still waits
 /// for the instant; the decision is just taken this much earlier, well inside the granularity
@@ -59,13 +69,13 @@ pub struct FiringContext {
     /// The shim's current jobs (to re-register inline when the coordinator forgot them).
     pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
     /// Where the coordinator's `RunDeferred` pushes wake waiting @reboot one-shots.
-    pub wakeups: crate::wakeups::DeferredWakeups,
+    pub wakeups: crate::coordinator::wakeups::DeferredWakeups,
     /// The job-set ID of the shim's last successful registration with the coordinator. An
     /// @reboot one-shot is asked about only while it equals `job_set_id` (see
-    /// [`crate::one_shot`]): a coordinator still holding a previous registration would decide
+    /// [`crate::firing::one_shot`]): a coordinator still holding a previous registration would decide
     /// it under the old job set, whose "already ran" record does not apply to the new one.
     pub registered: Arc<watch::Sender<Option<JobSetId>>>,
-    /// What the coordinator last said about election (see [`crate::election_memory`]): with
+    /// What the coordinator last said about election (see [`crate::firing::election_memory`]): with
     /// election off, jobs still run while it cannot be reached, for a bounded time. Written
     /// through [`Self::remember`].
     pub election: Arc<watch::Sender<ElectionMemory>>,
@@ -134,7 +144,7 @@ impl FiringContext {
             Ok(r) => {
                 self.leave_standby();
                 // The shim's own fingerprint of what it registered, compared with its current
-                // job set before an @reboot one-shot is asked about (crate::one_shot).
+                // job set before an @reboot one-shot is asked about (crate::firing::one_shot).
                 self.registered
                     .send_replace(Some(cronstable_core::fingerprint::job_set_id(specs)));
                 self.remember(|m, now| m.registered(r.election, now));
@@ -163,7 +173,11 @@ impl FiringContext {
 
     /// Like [`Self::pause`], but also ends early when the coordinator pushes `RunDeferred`
     /// for the one-shot `wakeup` stands for.
-    async fn pause_until_woken(&self, d: Duration, wakeup: &crate::wakeups::WakeupGuard) -> bool {
+    async fn pause_until_woken(
+        &self,
+        d: Duration,
+        wakeup: &crate::coordinator::wakeups::WakeupGuard,
+    ) -> bool {
         tokio::select! {
             resumed = self.pause(d) => resumed,
             () = wakeup.woken() => {
@@ -439,8 +453,14 @@ pub(crate) async fn run_sequence(
                 if matches!(kind, FiringKind::Retry { .. })
                     && matches!(why, Reason::NotLeader | Reason::NotOwner)
                 {
-                    crate::handoff::hand_off(&ctx.coordinator, &job, at_ms, attempt, max_attempts)
-                        .await;
+                    crate::firing::handoff::hand_off(
+                        &ctx.coordinator,
+                        &job,
+                        at_ms,
+                        attempt,
+                        max_attempts,
+                    )
+                    .await;
                 }
                 return;
             }
@@ -770,7 +790,7 @@ mod tests {
             stopping: watch::channel(false).1,
             reregister: Arc::new(Notify::new()),
             jobs: watch::channel(Arc::new(vec![loaded])).1,
-            wakeups: crate::wakeups::DeferredWakeups::new(),
+            wakeups: crate::coordinator::wakeups::DeferredWakeups::new(),
             registered: Arc::new(watch::channel(None).0),
             standby: Arc::new(watch::channel(None).0),
             election: Arc::new(watch::channel(ElectionMemory::default()).0),

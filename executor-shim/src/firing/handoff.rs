@@ -6,8 +6,8 @@
 
 use cronstable_core::{ClusterPolicy, FiringKind, JobSpec, Reason};
 
-use crate::client::{CallError, Coordinator};
 use crate::clock;
+use crate::coordinator::client::{CallError, Coordinator};
 
 /// A retry learned that another node owns the job: hand the rest of the sequence over, or,
 /// without a shared store, abandon it with a WARNING and a cancelled record (RTY-04, RTY-05).

@@ -13,15 +13,13 @@ use cronstable_proto::convert::{
     job_to_wire, kind_to_wire, reason_from_wire, reason_to_wire, stamp_from_wire, verdict_from_wire,
 };
 use cronstable_proto::v1 as pb;
-use cronstable_proto::v1::executor_client::ExecutorClient;
-use hyper_util::rt::TokioIo;
 use tonic::Status;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::token::{ApiToken, Bearer};
+pub use crate::coordinator::channel::AddressError;
+use crate::coordinator::channel::Client;
+use crate::coordinator::token::ApiToken;
 
-pub use crate::call_error::CallError;
+pub use crate::coordinator::call_error::CallError;
 
 /// What the coordinator answered to a registration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,19 +32,6 @@ pub struct Registration {
 
 /// The client deadline of a `Handoff` call: the coordinator's 3 s store write, plus 1 s.
 pub const HANDOFF_DEADLINE: Duration = Duration::from_secs(4);
-/// HTTP/2 ping interval on the coordinator connection.
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// How long a ping may go unanswered before the connection counts as dead.
-const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A coordinator address that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid coordinator address {addr:?}: {reason} (expected http://host:port or unix:/path)")]
-pub struct AddressError {
-    addr: String,
-    reason: String,
-}
-
 /// A ShouldRun answer, in domain terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
@@ -116,15 +101,12 @@ impl Answer {
     }
 }
 
-/// The gRPC client every call goes through: the channel, with the API token added to each call.
-pub type Client = ExecutorClient<InterceptedService<Channel, Bearer>>;
-
 /// A handle on the coordinator. Cheap to clone; clones share one lazily-connected channel.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
     client: Client,
-    /// Coalesces ShouldRun questions asked at the same moment (see [`crate::batch`]).
-    questions: crate::batch::Batcher,
+    /// Coalesces ShouldRun questions asked at the same moment (see [`crate::coordinator::batch`]).
+    questions: crate::coordinator::batch::Batcher,
     executor_id: String,
     /// This process's instance id: one live instance holds an executor id on a node.
     instance_id: Arc<str>,
@@ -141,46 +123,9 @@ impl Coordinator {
         deadline: Duration,
         token: Option<ApiToken>,
     ) -> Result<Self, AddressError> {
-        let bad = |reason: &str| AddressError {
-            addr: addr.to_owned(),
-            reason: reason.to_owned(),
-        };
-        let channel = if let Some(path) = addr.strip_prefix("unix:") {
-            if path.is_empty() {
-                return Err(bad("the socket path is empty"));
-            }
-            let path = std::path::PathBuf::from(path);
-            // The URI is a placeholder: the connector below ignores it and dials the socket.
-            Endpoint::from_static("http://[::1]:1")
-                .connect_timeout(deadline)
-                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                .keep_alive_while_idle(true)
-                .connect_with_connector_lazy(tower::service_fn(move |_: Uri| {
-                    let path = path.clone();
-                    async move {
-                        let stream = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(TokioIo::new(stream))
-                    }
-                }))
-        } else {
-            if !addr.starts_with("http://") && !addr.starts_with("https://") {
-                return Err(bad("unknown scheme"));
-            }
-            Endpoint::from_shared(addr.to_owned())
-                .map_err(|e| bad(&e.to_string()))?
-                .connect_timeout(deadline)
-                .tcp_nodelay(true)
-                // A half-open connection (the coordinator's host vanished) must break the
-                // Watch stream so the session reconnects and re-registers.
-                .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
-                .keep_alive_timeout(KEEPALIVE_TIMEOUT)
-                .keep_alive_while_idle(true)
-                .connect_lazy()
-        };
         Ok(Self {
-            client: ExecutorClient::with_interceptor(channel, Bearer::new(token)),
-            questions: crate::batch::Batcher::default(),
+            client: super::channel::connect(addr, deadline, token)?,
+            questions: crate::coordinator::batch::Batcher::default(),
             executor_id,
             instance_id: cronstable_proto::new_instance_id().into(),
             deadline,
