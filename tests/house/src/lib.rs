@@ -1,12 +1,14 @@
 //! The repository's structural rules, read from the source text itself.
 //!
-//! The compiler accepts a module that imports one that imports it back; a reader pays for it. These checks make them fail
+//! The compiler accepts a module that imports one that imports it back, and a requirement ID
+//! that names nothing; a reader pays for each. These checks make them fail
 //! in the fast tier, with messages that name files and lines. They read Rust source as text:
 //! [`code_only`] blanks comments and literals, so what remains is code, and the rest are small
 //! scanners over it. They are not a Rust parser; they are exact for the code in this
 //! repository, and their own tests pin the constructs they must see through.
 
 pub mod imports;
+pub mod requirements;
 pub mod scan;
 
 use std::path::{Path, PathBuf};

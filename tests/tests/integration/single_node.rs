@@ -154,7 +154,7 @@ fn a_manual_start_runs_a_job_ungated_and_an_unknown_job_is_a_readable_404() {
     wait_for("the manual run", || lines(&out).first().cloned());
     assert_eq!(lines(&out), ["yearly-report manual"]);
 
-    // The same through gRPC (MAN-01): never gated, delivered over Watch, readable errors.
+    // The same through gRPC (a manual run): never gated, delivered over Watch, readable errors.
     {
         use cronstable_proto::v1 as pb;
         let rt = tokio::runtime::Runtime::new().unwrap();
