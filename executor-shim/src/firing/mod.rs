@@ -14,6 +14,7 @@ pub mod election_memory;
 pub mod handoff;
 pub mod one_shot;
 pub mod resume;
+pub mod step;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,13 +22,12 @@ use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use cronstable_core::fingerprint::{JobSetId, firing_id};
-use cronstable_core::{
-    ClusterPolicy, ConcurrencyPolicy, FiringKind, Gate, JobSpec, Reason, Verdict, decide,
-};
+use cronstable_core::{ConcurrencyPolicy, FiringKind, Gate, JobSpec, Reason, Verdict};
 use cronstable_proto::v1 as pb;
 use tokio::sync::{Notify, watch};
 
 use self::election_memory::ElectionMemory;
+use self::step::{Action, Event, Facts, Note, Now, Sequence};
 use crate::clock;
 use crate::coordinator::client::{Answer, CallError, Coordinator, Registration};
 use crate::process::runner::{KILL_GRACE, Launch, LaunchError, Outcome, Supervisor};
@@ -37,21 +37,6 @@ use crate::schedule::source::LoadedJob;
 /// for the instant; the decision is just taken this much earlier, well inside the granularity
 /// at which any backend's view changes.
 pub const LEAD: chrono::TimeDelta = chrono::TimeDelta::milliseconds(20);
-
-/// How long a deferred retry keeps re-asking before it gives up.
-const MAX_RETRY_DEFERRAL: Duration = Duration::from_secs(3600);
-/// How long a deferred scheduled firing keeps re-asking before it gives up. A coordinator
-/// defers one only while a lease follower waits to confirm the holder ran it (PreferLeader),
-/// which ends within a few seconds; this bound keeps a coordinator that never settles from
-/// piling up waiting firings.
-const MAX_SCHEDULED_DEFERRAL: Duration = Duration::from_secs(60);
-/// How long an `@reboot` one-shot waits for a coordinator that is not up yet (a sidecar often
-/// starts after the container it serves) before the no-manager rule decides it.
-const REBOOT_PATIENCE: Duration = Duration::from_secs(30);
-/// How long a deferred `@reboot` one-shot waits between questions when its coordinator
-/// answered: the coordinator pushes `RunDeferred` over Watch as soon as the gate would decide
-/// it, so this is only the fallback for a push that could not be delivered.
-const REBOOT_DEFER_FALLBACK: Duration = Duration::from_secs(5);
 
 /// What every firing task shares.
 #[derive(Debug, Clone)]
@@ -227,20 +212,15 @@ impl FiringContext {
                 a
             }
             Err(e) => {
-                // The memory speaks only for a coordinator that is away, not for one that
-                // answered with a refusal.
-                let gate = if e.is_unreachable() {
-                    self.election.borrow().gate(tokio::time::Instant::now())
-                } else {
-                    Gate::NoManager
-                };
-                let local = decide(job.cluster_policy, kind, gate);
+                let remembered = self.election.borrow().gate(tokio::time::Instant::now());
+                let firing_id = firing_id(&self.job_set_id.borrow(), &job.name, at_ms);
+                let answer = step::without_coordinator(job, kind, &e, remembered, firing_id);
                 let what = if e.is_unreachable() {
                     "no answer from the coordinator"
                 } else {
                     "the coordinator refused the question"
                 };
-                let rule = if gate == Gate::ElectionOff {
+                let rule = if e.is_unreachable() && remembered == Gate::ElectionOff {
                     "it last said election is off, so the job runs here"
                 } else {
                     "applying the no-manager rule"
@@ -248,21 +228,27 @@ impl FiringContext {
                 tracing::warn!(
                     job = job.name,
                     error = %e,
-                    verdict = local.verdict.as_str(),
+                    verdict = answer.verdict.as_str(),
                     "{what}; {rule}"
                 );
-                Answer::decided_here(
-                    local.verdict,
-                    if local.verdict == Verdict::Run {
-                        local.reason
-                    } else {
-                        Reason::CoordinatorUnreachable
-                    },
-                    e.to_string(),
-                    firing_id(&self.job_set_id.borrow(), &job.name, at_ms),
-                    Duration::from_secs(1),
-                )
+                answer
             }
+        }
+    }
+
+    /// What the shim knows about itself now, for the step (see [`step::Facts`]).
+    fn facts(&self, seq: &Sequence) -> Facts {
+        let name = &seq.job().name;
+        let jobs = self.jobs.borrow();
+        Facts {
+            stopping: self.stopping(),
+            standby: self.is_standby(),
+            registered: one_shot::still_registered(&self.registered.subscribe(), &self.job_set_id),
+            pending: seq
+                .is_deferred_one_shot()
+                .then(|| one_shot::pending_reboot(&jobs, name)),
+            running: self.supervisor.running(name),
+            in_job_file: jobs.iter().any(|j| j.spec.name == *name),
         }
     }
 }
@@ -307,231 +293,170 @@ pub async fn fire(
 
 /// The firing loop from attempt `attempt` (of kind `first`) up to `max_attempts`: every launch
 /// asks the gate first. A fresh firing starts at 1; a resumed handoff at its next attempt.
+/// The rules are [`step::Sequence::step`]'s; this performs what it asks for.
 pub(crate) async fn run_sequence(
     ctx: FiringContext,
-    mut job: Arc<JobSpec>,
+    job: Arc<JobSpec>,
     scheduled_at: DateTime<Utc>,
     first: FiringKind,
-    mut attempt: u32,
-    mut max_attempts: u32,
+    attempt: u32,
+    max_attempts: u32,
 ) {
-    // A Leader/PreferLeader @reboot one-shot can wait a long time for the cluster to converge;
-    // a reload meanwhile decides what, if anything, it runs (RBT-07, RBT-08).
-    let deferred_one_shot =
-        first == FiringKind::Reboot && job.cluster_policy != ClusterPolicy::EveryNode;
-    let mut told_vanished = false;
+    let mut seq = Sequence::new(
+        job,
+        scheduled_at,
+        first,
+        attempt,
+        max_attempts,
+        tokio::time::Instant::now(),
+    );
     let at_ms = scheduled_at.timestamp_millis();
-    let asked_from = tokio::time::Instant::now();
-    let mut kind = first;
-    let mut deferred_since: Option<tokio::time::Instant> = None;
     // Registered for the whole wait, so a push between two questions is kept.
-    let wakeup = deferred_one_shot.then(|| ctx.wakeups.register(&job.name, at_ms));
+    let wakeup = seq
+        .is_deferred_one_shot()
+        .then(|| ctx.wakeups.register(&seq.job().name, at_ms));
+    let mut event = Event::Ready(ctx.facts(&seq));
     loop {
-        if ctx.stopping() {
-            return;
+        let now = Now {
+            mono: tokio::time::Instant::now(),
+            wall: clock::now(),
+        };
+        let mut next = None;
+        for action in seq.step(event, now) {
+            next = perform(&ctx, &seq, action, wakeup.as_ref()).await;
         }
-        if deferred_one_shot && kind == FiringKind::Reboot {
-            let current = one_shot::pending_reboot(&ctx.jobs.borrow(), &job.name);
-            match current {
-                one_shot::PendingReboot::Run(spec) => {
-                    if spec != job {
-                        tracing::info!(
-                            job = job.name,
-                            "@reboot job redefined while its one-shot was pending; the current definition will run"
-                        );
-                        job = spec;
-                        max_attempts = job.retry.retries.saturating_add(1);
-                    }
-                    told_vanished = false;
-                }
-                one_shot::PendingReboot::Wait => {
-                    if !told_vanished {
-                        tracing::info!(
-                            job = job.name,
-                            "@reboot job left the job file while its one-shot was pending; it stays pending until the name returns"
-                        );
-                        told_vanished = true;
-                    }
-                    if !ctx.pause(one_shot::PENDING_RECHECK).await {
-                        return;
-                    }
-                    continue;
-                }
-                one_shot::PendingReboot::Gone => {
-                    tracing::info!(
-                        job = job.name,
-                        "job is no longer a Leader/PreferLeader @reboot job; its pending boot-time one-shot is dropped"
-                    );
-                    return;
-                }
-            }
+        match next {
+            Some(e) => event = e,
+            None => return,
         }
-        if kind != FiringKind::Manual
-            && job.concurrency_policy == ConcurrencyPolicy::Forbid
-            && ctx.supervisor.running(&job.name) > 0
-        {
-            let msg = Reason::ConcurrencyPolicy.describe().to_owned();
-            tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
+    }
+}
+
+/// Performs one of the step's actions; a wait, a question or a launch ends with the event the
+/// step takes next.
+async fn perform(
+    ctx: &FiringContext,
+    seq: &Sequence,
+    action: Action,
+    wakeup: Option<&crate::coordinator::wakeups::WakeupGuard>,
+) -> Option<Event> {
+    let job = seq.job();
+    let at_ms = seq.scheduled_at().timestamp_millis();
+    match action {
+        Action::Log(note) => {
+            log(seq, note);
+            None
+        }
+        Action::ReportSkip {
+            kind,
+            reason,
+            message,
+        } => {
             ctx.coordinator
-                .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+                .report_skip_logged(&job.name, at_ms, kind, reason, message)
                 .await;
-            return;
+            None
         }
-        let registered_now =
-            || one_shot::still_registered(&ctx.registered.subscribe(), &ctx.job_set_id);
-        if kind == FiringKind::Reboot && !registered_now() {
+        Action::HandOff {
+            attempt,
+            max_attempts,
+        } => {
+            handoff::hand_off(&ctx.coordinator, job, at_ms, attempt, max_attempts).await;
+            None
+        }
+        Action::StopPrevious => {
+            ctx.supervisor.stop(Some(&job.name), KILL_GRACE).await;
+            None
+        }
+        Action::Pause { wait, until_pushed } => {
+            match wakeup.filter(|_| until_pushed) {
+                Some(w) => ctx.pause_until_woken(wait, w).await,
+                None => ctx.pause(wait).await,
+            };
+            Some(Event::Ready(ctx.facts(seq)))
+        }
+        Action::WaitRegistered { patience } => {
             let mut stopping = ctx.stopping.clone();
-            // Bounded: a coordinator that never answers leaves the one-shot to the
-            // no-manager rule after REBOOT_PATIENCE, as before.
             let wait = one_shot::wait_registered(
                 ctx.registered.subscribe(),
                 ctx.job_set_id.clone(),
-                REBOOT_PATIENCE.saturating_sub(asked_from.elapsed()),
+                patience,
             );
             tokio::select! {
                 _ = wait => {}
-                _ = stopping.wait_for(|s| *s) => return,
+                _ = stopping.wait_for(|s| *s) => {}
             }
+            Some(Event::Ready(ctx.facts(seq)))
         }
-        let registered_before = kind == FiringKind::Reboot && registered_now();
-        if ctx.is_standby() {
-            tracing::debug!(job = job.name, scheduled_at = %scheduled_at, "not run: another process holds this executor");
-            return;
+        Action::Ask { kind, attempt } => {
+            let answer = ctx.ask(job, at_ms, kind, attempt).await;
+            Some(Event::Answered(answer, ctx.facts(seq)))
         }
-        let gate = ctx.ask(&job, at_ms, kind, attempt).await;
-        if ctx.is_standby() {
-            // Refused as a second instance while asking: the other process runs this firing.
-            return;
+        Action::Launch {
+            answer,
+            kind,
+            attempt,
+        } => {
+            let outcome = launch(ctx, job, seq.scheduled_at(), kind, attempt, &answer).await;
+            Some(Event::Ran(outcome.map(|o| o.succeeded())))
         }
-        if registered_before && !gate.is_local() && !registered_now() {
-            // A reload landed while the question was in flight, so it was decided under the
-            // job set the shim just left: ask again under the new one (RBT-07, RBT-21).
-            tracing::info!(
-                job = job.name,
-                "job file reloaded while the @reboot one-shot was being decided; asking again"
-            );
-            continue;
+    }
+}
+
+/// The sequence's log lines, with the job (and where it helps, the instant) on each.
+fn log(seq: &Sequence, note: Note) {
+    let job = seq.job().name.as_str();
+    let scheduled_at = seq.scheduled_at();
+    match note {
+        Note::Redefined => tracing::info!(
+            job,
+            "@reboot job redefined while its one-shot was pending; the current definition will run"
+        ),
+        Note::LeftJobFile => tracing::info!(
+            job,
+            "@reboot job left the job file while its one-shot was pending; it stays pending until the name returns"
+        ),
+        Note::NoLongerOneShot => tracing::info!(
+            job,
+            "job is no longer a Leader/PreferLeader @reboot job; its pending boot-time one-shot is dropped"
+        ),
+        Note::Standby => tracing::debug!(
+            job,
+            scheduled_at = %scheduled_at,
+            "not run: another process holds this executor"
+        ),
+        Note::ReloadedWhileAsking => tracing::info!(
+            job,
+            "job file reloaded while the @reboot one-shot was being decided; asking again"
+        ),
+        Note::SkippedConcurrency => tracing::info!(
+            job,
+            scheduled_at = %scheduled_at,
+            "skipped: {}",
+            Reason::ConcurrencyPolicy.describe()
+        ),
+        Note::Skipped {
+            attempt,
+            reason,
+            message,
+        } => tracing::info!(
+            job,
+            scheduled_at = %scheduled_at,
+            attempt,
+            reason = reason.code(),
+            "skipped: {message}"
+        ),
+        Note::GaveUp { attempt, message } => tracing::warn!(job, attempt, "{message}"),
+        Note::Deferred { reason } => tracing::debug!(job, reason = reason.code(), "deferred"),
+        Note::StoppingPrevious => {
+            tracing::info!(job, "stopping the previous run (concurrencyPolicy Replace)")
         }
-        if deferred_one_shot
-            && kind == FiringKind::Reboot
-            && gate.is_local()
-            && gate.verdict == Verdict::Skip
-            && !ctx.jobs.borrow().iter().any(|j| j.spec.name == job.name)
-        {
-            // A reload removed the job while the question was in flight: back to the pending
-            // check above, which waits for the name to return (RBT-07).
-            continue;
-        }
-        if gate.is_local()
-            && kind == FiringKind::Reboot
-            && gate.verdict == Verdict::Skip
-            && asked_from.elapsed() < REBOOT_PATIENCE
-        {
-            // An @reboot one-shot never fires again: give a coordinator that is still starting
-            // a chance before the no-manager rule drops it.
-            if !ctx.pause(Duration::from_secs(1)).await {
-                return;
-            }
-            continue;
-        }
-        let why = gate.why();
-        match gate.verdict {
-            Verdict::Skip => {
-                tracing::info!(
-                    job = job.name,
-                    scheduled_at = %scheduled_at,
-                    attempt,
-                    reason = why.code(),
-                    "skipped: {}",
-                    gate.message
-                );
-                if gate.is_local() {
-                    ctx.coordinator
-                        .report_skip_logged(&job.name, at_ms, kind, why, gate.message)
-                        .await;
-                }
-                if matches!(kind, FiringKind::Retry { .. })
-                    && matches!(why, Reason::NotLeader | Reason::NotOwner)
-                {
-                    crate::firing::handoff::hand_off(
-                        &ctx.coordinator,
-                        &job,
-                        at_ms,
-                        attempt,
-                        max_attempts,
-                    )
-                    .await;
-                }
-                return;
-            }
-            Verdict::Defer => {
-                let since = *deferred_since.get_or_insert_with(tokio::time::Instant::now);
-                let bound = match kind {
-                    FiringKind::Retry { .. } => Some(MAX_RETRY_DEFERRAL),
-                    FiringKind::Scheduled => Some(MAX_SCHEDULED_DEFERRAL),
-                    FiringKind::Reboot | FiringKind::Manual => None,
-                };
-                if let Some(bound) = bound
-                    && since.elapsed() > bound
-                {
-                    let msg = format!("gave up after deferring for {bound:?}: {}", gate.message);
-                    tracing::warn!(job = job.name, attempt, "{msg}");
-                    ctx.coordinator
-                        .report_skip_logged(&job.name, at_ms, kind, why, msg)
-                        .await;
-                    return;
-                }
-                tracing::debug!(job = job.name, reason = why.code(), "deferred");
-                let pushed = match &wakeup {
-                    Some(w) if kind == FiringKind::Reboot && !gate.is_local() => Some(w),
-                    _ => None,
-                };
-                let resumed = match pushed {
-                    Some(w) => {
-                        ctx.pause_until_woken(REBOOT_DEFER_FALLBACK.max(gate.retry_after), w)
-                            .await
-                    }
-                    None => ctx.pause(gate.retry_after).await,
-                };
-                if !resumed {
-                    return;
-                }
-                continue;
-            }
-            Verdict::Run => deferred_since = None,
-        }
-        // Asked LEAD early: launch on the instant, not before it.
-        if let Ok(early) = (scheduled_at - clock::now()).to_std()
-            && !ctx.pause(early).await
-        {
-            return;
-        }
-        if job.concurrency_policy == ConcurrencyPolicy::Replace
-            && ctx.supervisor.running(&job.name) > 0
-        {
-            tracing::info!(
-                job = job.name,
-                "stopping the previous run (concurrencyPolicy Replace)"
-            );
-            ctx.supervisor.stop(Some(&job.name), KILL_GRACE).await;
-        }
-        let outcome = launch(&ctx, &job, scheduled_at, kind, attempt, &gate).await;
-        let Some(outcome) = outcome else { return };
-        if outcome.succeeded() || attempt >= max_attempts {
-            return;
-        }
-        attempt += 1;
-        kind = FiringKind::Retry { attempt };
-        let wait = job.retry.backoff_before(attempt);
-        tracing::info!(
-            job = job.name,
+        Note::WillRetry { attempt, wait } => tracing::info!(
+            job,
             attempt,
             wait_ms = wait.as_millis() as u64,
             "will retry"
-        );
-        if !ctx.pause(wait).await {
-            return;
-        }
+        ),
     }
 }
 
@@ -801,7 +726,7 @@ mod tests {
 
     fn leader_job() -> JobSpec {
         let mut job = JobSpec::new("charge", "* * * * *", "true");
-        job.cluster_policy = ClusterPolicy::Leader;
+        job.cluster_policy = cronstable_core::ClusterPolicy::Leader;
         job
     }
 

@@ -20,7 +20,7 @@ use crate::schedule::source::LoadedJob;
 pub const PENDING_RECHECK: Duration = Duration::from_secs(2);
 
 /// What a pending deferred @reboot one-shot does given the shim's current jobs.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PendingReboot {
     /// The name is there and still a deferrable @reboot job: this (current) definition runs.
     Run(Arc<JobSpec>),
