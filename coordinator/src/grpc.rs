@@ -489,7 +489,7 @@ impl Executor for ExecutorService {
 }
 
 /// The wire form of the gate's answer, with the coordinator's election stamp.
-fn answer_to_wire(
+pub fn answer_to_wire(
     answer: crate::state::Answer,
     election: cronstable_core::mode::ElectionStamp,
 ) -> pb::ShouldRunResponse {

@@ -48,6 +48,7 @@ pub mod cluster;
 pub mod config;
 pub mod demo;
 pub mod executors;
+pub mod gate;
 pub mod gossip;
 pub mod grpc;
 pub mod handoff;
@@ -207,18 +208,7 @@ pub async fn run(
         restarts = process.restarts,
         "coordinator started"
     );
-    // A lease backend's observability mesh: display only, so nothing but /fleet reads it.
-    let mesh = config
-        .cluster
-        .as_ref()
-        .filter(|c| c.backend != config::cluster::Backend::Gossip)
-        .and_then(gossip::observability::MeshSettings::from_cluster)
-        .map(|settings| {
-            let (tx, rx) = watch::channel(std::sync::Arc::new(
-                gossip::observability::MeshView::default(),
-            ));
-            (settings, tx, rx)
-        });
+    let mesh = fleet_mesh(&config);
     let (state, live_tx) = CoordinatorState::new(view_rx.clone())
         .with_process(process)
         .with_fleet_mesh(mesh.as_ref().map(|(_, _, rx)| rx.clone()))
@@ -227,23 +217,7 @@ pub async fn run(
         .with_handoffs(manager.handoffs.clone())
         .with_reboot_store(manager.reboot_store.clone())
         .reloadable();
-    if let Some(kept) = store::ledger_for(&config, &env) {
-        kept.open(&node_name, &state.ledger)
-            .await
-            .map_err(RunError::Ledger)?;
-    }
-    if let Some(jobs) = &config.jobs {
-        // Registered before the backend starts, so the first job-set ID peers see covers them.
-        let set = state
-            .registry
-            .register(&jobs.executor_id(), jobs.specs.clone())?;
-        tracing::info!(
-            file = %jobs.path.display(),
-            jobs = jobs.specs.len(),
-            job_set_id = %set.id,
-            "registered the config's job file"
-        );
-    }
+    load_history_and_jobs(&config, &env, &node_name, &state).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = {
         let stop_rx = stop_rx.clone();
@@ -252,41 +226,8 @@ pub async fn run(
     let (tokens_tx, tokens_rx) = watch::channel(auth_token.map(std::sync::Arc::new));
     let (api_tokens_tx, api_tokens_rx) = watch::channel(api_token.map(std::sync::Arc::new));
 
-    tracing::info!(
-        node = node_name,
-        backend = manager.backend.name(),
-        api = listeners.api.url(),
-        web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
-        "coordinator listening"
-    );
-    let roles_task = crate::spawn(observe::events::watch_roles(
-        view_rx,
-        state.metrics.clone(),
-        {
-            // Asked at each edge: a reload's new webhook gets the edges after it.
-            let state = state.clone();
-            move || state.notifier()
-        },
-        stopped(),
-    ));
-    // Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
-    let deferred_task = crate::spawn(reboot::deferred::push::push_when_ready(
-        state.clone(),
-        stopped(),
-    ));
-    // Whether this node's executors keep asking about their Leader jobs' firings; a lease
-    // holder whose executor falls behind gives its lease up (crate::liveness).
-    let pace_task = crate::spawn(liveness::watch_pace(state.pace_inputs(), stopped()));
-    let mesh_task = mesh.map(|(settings, tx, _)| {
-        crate::spawn(gossip::observability::run(
-            settings,
-            node_name.clone(),
-            state.registry.subscribe(),
-            state.ledger.clone(),
-            tx,
-            stopped(),
-        ))
-    });
+    log_listening(&node_name, manager.backend.name(), &listeners);
+    let background = Background::spawn(&state, view_rx, mesh, &node_name, &stopped);
     // The supervisor owns the backend (and the lease holder's handoff resume task, RTY-04)
     // and applies reloads; it stops the backend when the coordinator stops.
     let mut supervisor = reload::Supervisor::new(
@@ -305,32 +246,7 @@ pub async fn run(
     supervisor.start(manager.backend, manager.handoffs);
     let supervisor_task = crate::spawn(supervisor.run(reloads));
 
-    // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
-    // tonic serves each connection on a task of its own: hand it this node's span, so request
-    // handlers' log lines name the node too (see [`spawn`]).
-    let node_span = tracing::Span::current();
-    let grpc = Server::builder()
-        .trace_fn(move |_| node_span.clone())
-        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
-        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
-        // HTTP/2's default 64 KiB windows hold about 750 ShouldRun requests: a shim with more
-        // jobs due at one instant would otherwise wait a round trip for a WINDOW_UPDATE per
-        // window, on a loaded machine long enough to miss its deadline.
-        .initial_connection_window_size(Some(1 << 20))
-        .initial_stream_window_size(Some(1 << 20))
-        .add_service(grpc::service(state.clone(), api_tokens_rx));
-    let mut grpc_task = match listeners.api {
-        ApiListener::Tcp(l) => {
-            // tonic ignores the builder's nodelay for custom incoming streams; without it unary
-            // calls hit 40 ms delayed-ACK stalls (measured, dependencies.md).
-            let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
-            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
-        }
-        ApiListener::Unix(l, _) => {
-            let incoming = UnixListenerStream::new(l);
-            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stopped()))
-        }
-    };
+    let mut grpc_task = serve_grpc(listeners.api, &state, api_tokens_rx, stopped());
     let mut web_task = crate::spawn(web::serve(
         listeners.web,
         state.clone(),
@@ -347,22 +263,11 @@ pub async fn run(
         r = &mut grpc_task => failed = Some(("gRPC", r.map(|r| r.map_err(RunError::Grpc)))),
         r = &mut web_task => failed = Some(("HTTP", r.map(|r| r.map_err(RunError::Web)))),
     }
-    // Before anything stops: the farewell tells executors whether "election off" still holds
-    // while this process is away, and every answer from now on carries the same stamp.
-    let farewell = state.say_goodbye(stop.next_mode);
-    tracing::info!(
-        election_mode = farewell.mode.as_str(),
-        generation = farewell.generation,
-        "told executors which election mode to remember while this coordinator is away"
-    );
+    say_goodbye(&state, stop.next_mode);
     if let Some((which, result)) = failed {
         let _ = stop_tx.send(true);
         state.close_watches();
-        deferred_task.abort();
-        pace_task.abort();
-        if let Some(t) = &mesh_task {
-            t.abort();
-        }
+        background.abort();
         let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
         return match result {
             Ok(Err(e)) => Err(e),
@@ -377,29 +282,203 @@ pub async fn run(
     let grpc_result = tokio::time::timeout(DRAIN_TIMEOUT, grpc_task).await;
     let web_result = tokio::time::timeout(DRAIN_TIMEOUT, web_task).await;
     let _ = tokio::time::timeout(SUPERVISOR_STOP_TIMEOUT, supervisor_task).await;
-    if let Some(mut t) = mesh_task {
-        // It stops its listener on the stop signal; a wedged one is aborted at the bound (its
-        // server stops when the task's stop sender is dropped).
-        if tokio::time::timeout(DRAIN_TIMEOUT, &mut t).await.is_err() {
+    background.stop().await;
+    drained("gRPC", grpc_result, RunError::Grpc)?;
+    drained("HTTP", web_result, RunError::Web)?;
+    tracing::info!("coordinator stopped");
+    Ok(())
+}
+
+/// The line that says where the coordinator serves.
+fn log_listening(node_name: &str, backend: &str, listeners: &Listeners) {
+    tracing::info!(
+        node = node_name,
+        backend,
+        api = listeners.api.url(),
+        web = %listeners.web_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "coordinator listening"
+    );
+}
+
+/// Before anything stops: the farewell tells executors whether "election off" still holds
+/// while this process is away (`next`: the mode of the config it will start with), and every
+/// answer from now on carries the same stamp.
+fn say_goodbye(state: &CoordinatorState, next: Option<cronstable_core::mode::ElectionMode>) {
+    let farewell = state.say_goodbye(next);
+    tracing::info!(
+        election_mode = farewell.mode.as_str(),
+        generation = farewell.generation,
+        "told executors which election mode to remember while this coordinator is away"
+    );
+}
+
+/// The coordinator's tasks beside its servers and its backend.
+struct Background {
+    /// Leadership and quorum edges: metrics, one log line each, the webhook.
+    roles: tokio::task::JoinHandle<()>,
+    /// Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
+    deferred: tokio::task::JoinHandle<()>,
+    /// Whether this node's executors keep asking about their Leader jobs' firings; a lease
+    /// holder whose executor falls behind gives its lease up (crate::liveness).
+    pace: tokio::task::JoinHandle<()>,
+    /// A lease backend's observability mesh, when configured.
+    mesh: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// The fleet mesh's settings and its publishing side.
+type FleetMesh = (
+    gossip::observability::MeshSettings,
+    watch::Sender<std::sync::Arc<gossip::observability::MeshView>>,
+    watch::Receiver<std::sync::Arc<gossip::observability::MeshView>>,
+);
+
+impl Background {
+    fn spawn<F: Future<Output = ()> + Send + 'static>(
+        state: &CoordinatorState,
+        view: watch::Receiver<cluster::ClusterView>,
+        mesh: Option<FleetMesh>,
+        node_name: &str,
+        stopped: &impl Fn() -> F,
+    ) -> Self {
+        let notifier = {
+            // Asked at each edge: a reload's new webhook gets the edges after it.
+            let state = state.clone();
+            move || state.notifier()
+        };
+        let roles = observe::events::watch_roles(view, state.metrics.clone(), notifier, stopped());
+        Self {
+            roles: crate::spawn(roles),
+            deferred: crate::spawn(reboot::deferred::push::push_when_ready(
+                state.clone(),
+                stopped(),
+            )),
+            pace: crate::spawn(liveness::watch_pace(state.pace_inputs(), stopped())),
+            mesh: mesh.map(|(settings, tx, _)| {
+                crate::spawn(gossip::observability::run(
+                    settings,
+                    node_name.to_owned(),
+                    state.registry.subscribe(),
+                    state.ledger.clone(),
+                    tx,
+                    stopped(),
+                ))
+            }),
+        }
+    }
+
+    /// After a server failed: no drain.
+    fn abort(&self) {
+        self.deferred.abort();
+        self.pace.abort();
+        if let Some(t) = &self.mesh {
             t.abort();
         }
     }
-    roles_task.abort();
-    deferred_task.abort();
-    pace_task.abort();
-    match grpc_result {
-        Ok(Ok(Err(e))) => return Err(RunError::Grpc(e)),
-        Ok(Err(e)) => tracing::error!(error = %e, "gRPC server task panicked"),
-        Err(_) => tracing::warn!("gRPC connections still open after the drain timeout"),
+
+    /// At shutdown, once the stop signal went out: the mesh stops its listener on it (a wedged
+    /// one is aborted at the drain bound; its server stops when the task's stop sender is
+    /// dropped); the others end here.
+    async fn stop(self) {
+        if let Some(mut t) = self.mesh
+            && tokio::time::timeout(DRAIN_TIMEOUT, &mut t).await.is_err()
+        {
+            t.abort();
+        }
+        self.roles.abort();
+        self.deferred.abort();
+        self.pace.abort();
+    }
+}
+
+/// A lease backend's observability mesh, when configured: display only, so nothing but
+/// `/fleet` reads it.
+fn fleet_mesh(config: &Config) -> Option<FleetMesh> {
+    let settings = config
+        .cluster
+        .as_ref()
+        .filter(|c| c.backend != config::cluster::Backend::Gossip)
+        .and_then(gossip::observability::MeshSettings::from_cluster)?;
+    let (tx, rx) = watch::channel(std::sync::Arc::new(
+        gossip::observability::MeshView::default(),
+    ));
+    Some((settings, tx, rx))
+}
+
+/// Loads the run ledger's history, when a store keeps it, and registers the config's job
+/// file: before the backend starts, so the first job-set ID peers see covers its jobs.
+async fn load_history_and_jobs(
+    config: &Config,
+    env: &Environment,
+    node_name: &str,
+    state: &CoordinatorState,
+) -> Result<(), RunError> {
+    if let Some(kept) = store::ledger_for(config, env) {
+        kept.open(node_name, &state.ledger)
+            .await
+            .map_err(RunError::Ledger)?;
+    }
+    if let Some(jobs) = &config.jobs {
+        let set = state
+            .registry
+            .register(&jobs.executor_id(), jobs.specs.clone())?;
+        tracing::info!(
+            file = %jobs.path.display(),
+            jobs = jobs.specs.len(),
+            job_set_id = %set.id,
+            "registered the config's job file"
+        );
+    }
+    Ok(())
+}
+
+/// Serves the executor API on `listener` until `stop` resolves.
+fn serve_grpc(
+    listener: ApiListener,
+    state: &CoordinatorState,
+    api_tokens: token::AuthTokens,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> tokio::task::JoinHandle<Result<(), tonic::transport::Error>> {
+    // HTTP/2 pings find executors whose host vanished, so their Watch streams end.
+    // tonic serves each connection on a task of its own: hand it this node's span, so request
+    // handlers' log lines name the node too (see [`spawn`]).
+    let node_span = tracing::Span::current();
+    let grpc = Server::builder()
+        .trace_fn(move |_| node_span.clone())
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(5)))
+        // HTTP/2's default 64 KiB windows hold about 750 ShouldRun requests: a shim with more
+        // jobs due at one instant would otherwise wait a round trip for a WINDOW_UPDATE per
+        // window, on a loaded machine long enough to miss its deadline.
+        .initial_connection_window_size(Some(1 << 20))
+        .initial_stream_window_size(Some(1 << 20))
+        .add_service(grpc::service(state.clone(), api_tokens));
+    match listener {
+        ApiListener::Tcp(l) => {
+            // tonic ignores the builder's nodelay for custom incoming streams; without it unary
+            // calls hit 40 ms delayed-ACK stalls (measured, dependencies.md).
+            let incoming = TcpIncoming::from(l).with_nodelay(Some(true));
+            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stop))
+        }
+        ApiListener::Unix(l, _) => {
+            let incoming = UnixListenerStream::new(l);
+            crate::spawn(grpc.serve_with_incoming_shutdown(incoming, stop))
+        }
+    }
+}
+
+/// How a server's task ended within the drain bound: its own error is the coordinator's; a
+/// panic or connections still open at the bound are logged.
+fn drained<E: std::fmt::Display>(
+    which: &str,
+    result: Result<Result<Result<(), E>, tokio::task::JoinError>, tokio::time::error::Elapsed>,
+    wrap: impl FnOnce(E) -> RunError,
+) -> Result<(), RunError> {
+    match result {
+        Ok(Ok(Err(e))) => return Err(wrap(e)),
+        Ok(Err(e)) => tracing::error!(error = %e, "{which} server task panicked"),
+        Err(_) => tracing::warn!("{which} connections still open after the drain timeout"),
         Ok(Ok(Ok(()))) => {}
     }
-    match web_result {
-        Ok(Ok(Err(e))) => return Err(RunError::Web(e)),
-        Ok(Err(e)) => tracing::error!(error = %e, "HTTP server task panicked"),
-        Err(_) => tracing::warn!("HTTP connections still open after the drain timeout"),
-        Ok(Ok(Ok(()))) => {}
-    }
-    tracing::info!("coordinator stopped");
     Ok(())
 }
 

@@ -5,9 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use cronstable_core::fingerprint::firing_id;
 use cronstable_core::mode::{ElectionMode, ElectionStamp, Stamps};
-use cronstable_core::{ClusterPolicy, Decision, Firing, FiringKind, Gate, decide};
+use cronstable_core::{ClusterPolicy, Decision, Firing, FiringKind};
 use tokio::sync::{mpsc, watch};
 
 use crate::clock::Now;
@@ -89,32 +88,8 @@ pub enum ManualStartError {
     },
 }
 
-/// A firing's answer, with everything ShouldRun returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// The verdict and reason.
-    pub decision: Decision,
-    /// The node that owns the firing, when known.
-    pub owner: Option<String>,
-    /// The fencing token, on a RUN from a backend that has one.
-    pub fence: Option<String>,
-    /// The cluster-wide firing key.
-    pub firing_id: String,
-    /// The node that decided (this one).
-    pub node: String,
-    /// A readable sentence for the executor's log: the reason's description, or what went
-    /// wrong when the answer had to change (a Leader one-shot's record that could not be
-    /// written).
-    pub message: String,
-}
-
-/// What the gate decided from one borrow of the view, before it becomes an [`Answer`].
-struct Decided {
-    decision: Decision,
-    owner: Option<String>,
-    fence: Option<String>,
-    node: String,
-}
+pub use crate::gate::Answer;
+use crate::gate::Effect;
 
 /// The handles built from the parts of the config a reload can change: the webhook
 /// (`notify:`) and the two store clients built from the cluster section. A reload replaces
@@ -332,10 +307,9 @@ impl CoordinatorState {
         self.view.borrow().node_name.clone()
     }
 
-    /// Decides one firing of a registered job and records the decision: the one place that
-    /// goes from the view to ownership to the decision to the [`Answer`], on one reading of the
-    /// clocks (`now`); the ledger, the metrics and the gRPC adapter take that answer. `None`
-    /// when the job is not registered.
+    /// Decides one firing of a registered job and records the decision: [`crate::gate::gate`]
+    /// answers from one borrow of the view on one reading of the clocks (`now`), and this
+    /// performs the effects it lists, in order. `None` when the job is not registered.
     ///
     /// A Leader `@reboot` one-shot that the gate would run is first recorded as ran in the
     /// store, within the store's bound: a holder that dies right after its executor starts the
@@ -345,183 +319,110 @@ impl CoordinatorState {
     /// are not held up: they must run even while the store is unreachable (RBT-20), and their
     /// record follows on the driver's next round.
     pub async fn should_run(&self, firing: &Firing, now: Now) -> Option<Answer> {
-        let job = firing.job.as_str();
-        let kind = firing.kind;
         let set = self.registry.current();
-        let registered = set.get(job)?;
-        self.pace
-            .heard(&registered.executor_id, firing.scheduled_at_ms, now.unix_ms);
-        let policy = registered.spec.cluster_policy;
-        // Row −1: a scheduled firing asked about after its start deadline is no new firing,
-        // whoever leads now (a gate started again, a re-ask across a handover).
-        let late = cronstable_core::decision::past_starting_deadline(
-            kind,
-            firing.scheduled_at_ms,
-            now.unix_ms,
-            registered.spec.starting_deadline(),
-        );
-        let mut decided = if late {
-            let skip = Decision::skip(cronstable_core::Reason::StartingDeadline);
-            self.decided_without_gate(job, policy, now.at, skip)
-        } else {
-            self.decide_at(&set, job, policy, kind, firing.scheduled_at_ms, now.at)
-        };
-        let mut message = decided.decision.reason.describe().to_owned();
-        if decided.decision == Decision::defer(cronstable_core::Reason::NotOwner) {
-            message = format!(
-                "{message}, but the lease holder has not been seen renewing since this firing's \
-                 instant: asked again until it renews (it runs the firing) or its renewals stop \
-                 (this node runs it)"
-            );
-        }
-        if decided.decision.verdict == cronstable_core::Verdict::Run
-            && kind == FiringKind::Reboot
-            && policy == ClusterPolicy::Leader
-            && let Some(store) = self.reboot_store()
-        {
-            let jobs = std::collections::BTreeSet::from([job.to_owned()]);
-            match store.record(set.id.as_str(), &jobs).await {
-                Ok(()) => {
-                    self.reboot_ran.mark(set.id.as_str(), job);
-                    // The write took time: answer from the view as it is now (a second,
-                    // deliberate clock reading), so a leadership lost meanwhile is not
-                    // answered RUN.
-                    decided = self.decide_at(
-                        &set,
-                        job,
-                        policy,
-                        kind,
-                        firing.scheduled_at_ms,
-                        Now::read().at,
-                    );
-                    message = decided.decision.reason.describe().to_owned();
-                    if decided.decision.verdict != cronstable_core::Verdict::Run {
-                        // The record already says "ran", so no later leader runs it: a Leader
-                        // @reboot is at most once, and this is the one case where that means
-                        // never. Say so loudly rather than skip it quietly.
-                        message = format!(
-                            "this node stopped being the owner while the @reboot one-shot's \
-                             \"already ran\" record was being written ({message}); the record \
-                             stands, so the one-shot does not run on any node this boot"
-                        );
-                        tracing::warn!(job, "{message}");
+        let gated = crate::gate::gate(&self.view.borrow(), &set, firing, now)?;
+        let mut answer = gated.answer;
+        for effect in gated.effects {
+            match effect {
+                Effect::MarkPace { executor_id } => {
+                    self.pace
+                        .heard(&executor_id, firing.scheduled_at_ms, now.unix_ms);
+                }
+                Effect::RecordOneShotFirst => {
+                    if let Some(store) = self.reboot_store() {
+                        answer = self
+                            .record_one_shot_first(&store, &set, firing, answer)
+                            .await;
                     }
                 }
-                Err(e) => {
-                    decided.decision = Decision {
-                        verdict: cronstable_core::Verdict::Defer,
-                        reason: cronstable_core::Reason::ConvergenceHold,
-                    };
-                    message = format!(
-                        "the @reboot one-shot's \"already ran\" record could not be written to the \
-                         store before running it ({e}); it waits and is asked again"
-                    );
-                    tracing::warn!(job, "{message}");
-                }
+                Effect::TrackOneShot { executor_id } => self.deferred.answered(
+                    &firing.job,
+                    firing.scheduled_at_ms,
+                    &executor_id,
+                    answer.decision.verdict,
+                ),
+                Effect::RecordDecision => self.record_decision(firing, &answer, now),
             }
-        }
-        let decision = decided.decision;
-        if kind == FiringKind::Reboot {
-            self.deferred.answered(
-                job,
-                firing.scheduled_at_ms,
-                &registered.executor_id,
-                decision.verdict,
-            );
-        }
-        let answer = Answer {
-            decision,
-            owner: decided.owner,
-            fence: decided.fence,
-            firing_id: firing_id(&set.id, job, firing.scheduled_at_ms),
-            node: decided.node,
-            message,
-        };
-        // A waiting firing is asked again about once a second: one record for the wait.
-        if self
-            .repeats
-            .is_news(job, firing.scheduled_at_ms, kind, decision)
-        {
-            self.record(Record::decided(
-                firing,
-                answer.decision,
-                &answer.node,
-                now.unix_ms,
-            ));
-            tracing::info!(
-                job,
-                scheduled_at_ms = firing.scheduled_at_ms,
-                ?kind,
-                attempt = kind.attempt(),
-                verdict = decision.verdict.as_str(),
-                reason = decision.reason.code(),
-                "firing decided"
-            );
-        } else {
-            tracing::debug!(
-                job,
-                scheduled_at_ms = firing.scheduled_at_ms,
-                ?kind,
-                reason = decision.reason.code(),
-                "firing still deferred"
-            );
         }
         Some(answer)
     }
 
-    /// The gate's answer for `job` with `policy` at `now`, with the owner, fence and node
-    /// name. Decided inside one short borrow of the view: no copy of it per firing, and the
-    /// backend's next write waits only for these few field reads.
-    fn decide_at(
+    /// Writes a Leader one-shot's "already ran" record, then answers from the view as it is
+    /// after the write (a second, deliberate clock reading: the write took time, and a
+    /// leadership lost meanwhile must not be answered RUN). DEFER when the write fails.
+    async fn record_one_shot_first(
         &self,
+        store: &crate::lease::reboot_store::RebootStore,
         set: &crate::jobs::JobSet,
-        job: &str,
-        policy: ClusterPolicy,
-        kind: FiringKind,
-        firing_at_ms: i64,
-        now: tokio::time::Instant,
-    ) -> Decided {
-        let view = self.view.borrow();
-        let mut gate = view.gate_for(job, now);
-        if let (Gate::Manager(g), Election::Managed(m)) = (&mut gate, &view.election) {
-            g.reboot_ran_unknown = m
-                .reboot_ran
-                .as_ref()
-                .is_some_and(|r| r.job_set_id != set.id.as_str());
-            // Not for @reboot one-shots: a PreferLeader one-shot runs once per cluster, settled
-            // by the store's "already ran" records, and the holder runs its own. Holding a
-            // follower's copy would only let it run a second time if the holder died while the
-            // follower's read of the records lagged.
-            g.owner_unconfirmed =
-                kind != FiringKind::Reboot && view.owner_unconfirmed(firing_at_ms, now);
-        }
-        let decision = decide(policy, kind, gate);
-        let run = decision.verdict == cronstable_core::Verdict::Run;
-        let fence = run.then(|| view.fence().map(str::to_owned)).flatten();
-        Decided {
-            decision,
-            owner: view.owner_of(job, policy, now),
-            fence,
-            node: view.node_name.clone(),
+        firing: &Firing,
+        answer: Answer,
+    ) -> Answer {
+        let job = firing.job.as_str();
+        let jobs = std::collections::BTreeSet::from([job.to_owned()]);
+        match store.record(set.id.as_str(), &jobs).await {
+            Ok(()) => {
+                self.reboot_ran.mark(set.id.as_str(), job);
+                let now = Now::read();
+                let after = crate::gate::gate(&self.view.borrow(), set, firing, now)
+                    .map_or(answer, |g| g.answer);
+                if after.decision.verdict == cronstable_core::Verdict::Run {
+                    return after;
+                }
+                // The record already says "ran", so no later leader runs it: a Leader @reboot
+                // is at most once, and this is the one case where that means never. Say so
+                // loudly rather than skip it quietly.
+                let message = format!(
+                    "this node stopped being the owner while the @reboot one-shot's \
+                     \"already ran\" record was being written ({}); the record stands, so the \
+                     one-shot does not run on any node this boot",
+                    after.message
+                );
+                tracing::warn!(job, "{message}");
+                Answer { message, ..after }
+            }
+            Err(e) => {
+                let message = format!(
+                    "the @reboot one-shot's \"already ran\" record could not be written to the \
+                     store before running it ({e}); it waits and is asked again"
+                );
+                tracing::warn!(job, "{message}");
+                Answer {
+                    decision: Decision {
+                        verdict: cronstable_core::Verdict::Defer,
+                        reason: cronstable_core::Reason::ConvergenceHold,
+                    },
+                    message,
+                    ..answer
+                }
+            }
         }
     }
 
-    /// `decision`, taken before the gate (row −1), with the owner and node name the answer
-    /// reports; no fence, as nothing runs.
-    fn decided_without_gate(
-        &self,
-        job: &str,
-        policy: ClusterPolicy,
-        now: tokio::time::Instant,
-        decision: Decision,
-    ) -> Decided {
-        let view = self.view.borrow();
-        Decided {
-            decision,
-            owner: view.owner_of(job, policy, now),
-            fence: None,
-            node: view.node_name.clone(),
+    /// The decision's ledger record and log line; a waiting firing is asked again about once
+    /// a second, so a repeated DEFER is recorded once (and logged at debug).
+    fn record_decision(&self, firing: &Firing, answer: &Answer, now: Now) {
+        let decision = answer.decision;
+        let (job, at_ms, kind) = (firing.job.as_str(), firing.scheduled_at_ms, firing.kind);
+        if !self.repeats.is_news(job, at_ms, kind, decision) {
+            tracing::debug!(
+                job,
+                scheduled_at_ms = at_ms,
+                ?kind,
+                reason = decision.reason.code(),
+                "firing still deferred"
+            );
+            return;
         }
+        self.record(Record::decided(firing, decision, &answer.node, now.unix_ms));
+        tracing::info!(
+            job,
+            scheduled_at_ms = at_ms,
+            ?kind,
+            attempt = kind.attempt(),
+            verdict = decision.verdict.as_str(),
+            reason = decision.reason.code(),
+            "firing decided"
+        );
     }
 
     /// What the gate would answer a firing of `job` of `kind` due at `at_ms`, now, without
@@ -534,18 +435,16 @@ impl CoordinatorState {
     ) -> Option<cronstable_core::Verdict> {
         let set = self.registry.current();
         let registered = set.get(job)?;
-        Some(
-            self.decide_at(
-                &set,
-                job,
-                registered.spec.cluster_policy,
-                kind,
-                at_ms,
-                tokio::time::Instant::now(),
-            )
-            .decision
-            .verdict,
-        )
+        let answer = crate::gate::decide_at(
+            &self.view.borrow(),
+            &set,
+            job,
+            registered.spec.cluster_policy,
+            kind,
+            at_ms,
+            tokio::time::Instant::now(),
+        );
+        Some(answer.decision.verdict)
     }
 
     /// Opens the instruction channel of an executor, replacing any previous one (a reconnect).

@@ -8,5 +8,6 @@ mod config_jobs;
 mod config_rules;
 mod gossip_stop;
 mod gossip_transport;
+mod node_sim;
 mod node_stats_header;
 mod peer_harness;

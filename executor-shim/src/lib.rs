@@ -40,7 +40,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use cronstable_core::fingerprint::job_set_id;
 use cronstable_core::{FiringKind, JobSpec, Reason};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::coordinator::client::Coordinator;
@@ -140,25 +140,14 @@ pub async fn run(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (id_tx, id_rx) = watch::channel(id_of(&loaded.jobs));
     let (jobs_tx, jobs_rx) = watch::channel(Arc::new(loaded.jobs.clone()));
-    let ctx = FiringContext {
+    let ctx = FiringContext::new(
         coordinator,
-        supervisor: supervisor.clone(),
-        job_set_id: id_rx,
-        stopping: stop_rx,
-        reregister: Arc::new(Notify::new()),
-        jobs: jobs_rx.clone(),
-        wakeups: coordinator::wakeups::DeferredWakeups::new(),
-        registered: Arc::new(watch::channel(None).0),
-        standby: Arc::new(watch::channel(None).0),
-        election: Arc::new(watch::channel(firing::election_memory::ElectionMemory::default()).0),
-    };
-    tracing::info!(
-        source = %config.source.path().display(),
-        jobs = loaded.jobs.len(),
-        coordinator = config.coordinator,
-        executor = config.executor_id,
-        "shim started"
+        supervisor.clone(),
+        id_rx,
+        stop_rx,
+        jobs_rx.clone(),
     );
+    log_started(&config, loaded.jobs.len());
     let session = crate::spawn(session::maintain(ctx.clone(), jobs_rx));
     let reaper = config
         .reap_orphans
@@ -169,14 +158,7 @@ pub async fn run(
     let mut table: HashMap<String, Entry> = HashMap::new();
     let mut file = schedule::source::FileWatch::new(loaded.content);
     apply(&mut table, loaded.jobs, started);
-    for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
-        firings.spawn(tracing::Instrument::in_current_span(fire(
-            ctx.clone(),
-            e.loaded.spec.clone(),
-            started,
-            FiringKind::Reboot,
-        )));
-    }
+    start_one_shots(&table, started, &ctx, &mut firings);
 
     let lateness = TimeDelta::from_std(config.max_lateness).unwrap_or(TimeDelta::seconds(60));
     let mut reload_tick = tokio::time::interval(config.reload_interval);
@@ -185,54 +167,12 @@ pub async fn run(
     let mut last_now = started;
     loop {
         let now = clock::now();
-        if now < last_now - TimeDelta::seconds(1) {
-            // The wall clock stepped back: keeping the old due instants would silence every
-            // job for the length of the step. Re-plan from the new time.
-            tracing::warn!(from = %last_now, to = %now, "wall clock stepped back; re-planning");
-            for entry in table.values_mut() {
-                entry.next = entry.loaded.schedule.next_after(now);
-            }
-        }
+        replan_if_stepped_back(&mut table, last_now, now);
         last_now = now;
-        for entry in table.values_mut() {
-            // Plan LEAD ahead: a firing asks its gate a moment early and then launches exactly
-            // on its instant, so the timer's wake-up and the round trip are off the path.
-            let plan = schedule::plan::plan(
-                &entry.loaded.schedule,
-                entry.next,
-                now + firing::LEAD,
-                lateness,
-            );
-            entry.next = plan.next;
-            if let Some(t) = plan.fire {
-                firings.spawn(tracing::Instrument::in_current_span(fire(
-                    ctx.clone(),
-                    entry.loaded.spec.clone(),
-                    t,
-                    FiringKind::Scheduled,
-                )));
-            }
-            report_missed(
-                &ctx,
-                &entry.loaded.spec.name,
-                &plan.missed,
-                plan.missed_total,
-            );
-        }
+        start_due(&mut table, now, lateness, &ctx, &mut firings);
         // Reap finished firing tasks so the set does not grow.
         while firings.try_join_next().is_some() {}
-        // Sleep until the earliest due instant, but wake at least every few seconds to notice
-        // wall-clock jumps (a suspend, an NTP step) that a monotonic sleep would not see.
-        let wake = table.values().filter_map(|e| e.next).min();
-        let nap = wake
-            .and_then(|w| (w - firing::LEAD - clock::now()).to_std().ok())
-            .unwrap_or(Duration::ZERO)
-            .min(Duration::from_secs(5));
-        let nap = if wake.is_none() {
-            Duration::from_secs(5)
-        } else {
-            nap
-        };
+        let nap = nap(&table);
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = reload_tick.tick() => {
@@ -249,24 +189,121 @@ pub async fn run(
         }
     }
 
-    tracing::info!(
-        running = supervisor.total_running(),
-        "shim stopping; stopping running jobs"
-    );
     let _ = stop_tx.send(true);
-    supervisor.close();
-    supervisor.stop(None, config.grace).await;
-    // Let the firing tasks send their final reports, within a bound.
-    let _ = tokio::time::timeout(Duration::from_secs(3), async {
-        while firings.join_next().await.is_some() {}
-    })
-    .await;
+    stop_all(&supervisor, config.grace, firings).await;
     session.abort();
     if let Some(r) = reaper {
         r.abort();
     }
     tracing::info!("shim stopped");
     Ok(())
+}
+
+/// The shim's first line: what it reads, how many jobs, which coordinator, as which executor.
+fn log_started(config: &ShimConfig, jobs: usize) {
+    tracing::info!(
+        source = %config.source.path().display(),
+        jobs,
+        coordinator = config.coordinator,
+        executor = config.executor_id,
+        "shim started"
+    );
+}
+
+/// The wall clock stepped back from `before` to `now`: keeping the old due instants would
+/// silence every job for the length of the step, so every job is planned again from `now`.
+fn replan_if_stepped_back(
+    table: &mut HashMap<String, Entry>,
+    before: DateTime<Utc>,
+    now: DateTime<Utc>,
+) {
+    if now >= before - TimeDelta::seconds(1) {
+        return;
+    }
+    tracing::warn!(from = %before, to = %now, "wall clock stepped back; re-planning");
+    for entry in table.values_mut() {
+        entry.next = entry.loaded.schedule.next_after(now);
+    }
+}
+
+/// Starts the `@reboot` one-shots of `table`, as of the shim's start at `started`.
+fn start_one_shots(
+    table: &HashMap<String, Entry>,
+    started: DateTime<Utc>,
+    ctx: &FiringContext,
+    firings: &mut JoinSet<()>,
+) {
+    for e in table.values().filter(|e| e.loaded.spec.is_reboot()) {
+        firings.spawn(tracing::Instrument::in_current_span(fire(
+            ctx.clone(),
+            e.loaded.spec.clone(),
+            started,
+            FiringKind::Reboot,
+        )));
+    }
+}
+
+/// Starts every firing of `table` due by `now` (planned [`firing::LEAD`] ahead: a firing asks
+/// its gate a moment early and then launches exactly on its instant, so the timer's wake-up and
+/// the round trip are off the path), and reports the ones that came too late.
+fn start_due(
+    table: &mut HashMap<String, Entry>,
+    now: DateTime<Utc>,
+    lateness: TimeDelta,
+    ctx: &FiringContext,
+    firings: &mut JoinSet<()>,
+) {
+    for entry in table.values_mut() {
+        let plan = schedule::plan::plan(
+            &entry.loaded.schedule,
+            entry.next,
+            now + firing::LEAD,
+            lateness,
+        );
+        entry.next = plan.next;
+        if let Some(t) = plan.fire {
+            firings.spawn(tracing::Instrument::in_current_span(fire(
+                ctx.clone(),
+                entry.loaded.spec.clone(),
+                t,
+                FiringKind::Scheduled,
+            )));
+        }
+        report_missed(
+            ctx,
+            &entry.loaded.spec.name,
+            &plan.missed,
+            plan.missed_total,
+        );
+    }
+}
+
+/// How long the scheduler sleeps: until the earliest due instant, but at most 5 s, to notice
+/// wall-clock jumps (a suspend, an NTP step) that a monotonic sleep would not see.
+fn nap(table: &HashMap<String, Entry>) -> Duration {
+    let most = Duration::from_secs(5);
+    match table.values().filter_map(|e| e.next).min() {
+        Some(wake) => (wake - firing::LEAD - clock::now())
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+            .min(most),
+        None => most,
+    }
+}
+
+/// At shutdown: no new runs, the running ones stopped within `grace`, and the firing tasks
+/// given up to 3 s to send their final reports.
+async fn stop_all(supervisor: &Supervisor, grace: Duration, mut firings: JoinSet<()>) {
+    tracing::info!(
+        running = supervisor.total_running(),
+        "shim stopping; stopping running jobs"
+    );
+    supervisor.close();
+    supervisor.stop(None, grace).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while firings.join_next().await.is_some() {}
+    })
+    .await;
 }
 
 /// The job-set ID of the shim's own jobs.

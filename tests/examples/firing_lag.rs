@@ -11,16 +11,7 @@
 
 use std::time::Duration;
 
-use cronstable_tests::{Coordinator, lines, start_shim};
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
+use cronstable_tests::{Coordinator, lines, rss_kib, start_shim};
 
 fn main() {
     let firings: usize = std::env::args()

@@ -38,29 +38,8 @@ mod lifecycle;
 mod nemesis;
 pub use nemesis::nemesis_schedule;
 
-/// SplitMix64: a tiny seeded generator, so a run is replayable from its printed seed.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
+/// The seeded generator, so a run is replayable from its printed seed.
+pub use cronstable_core::seeded::SplitMix64 as Rng;
 
 /// One generated job.
 #[derive(Debug, Clone)]

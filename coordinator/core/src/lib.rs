@@ -37,6 +37,7 @@ pub mod mode;
 pub mod quorum;
 pub mod rendezvous;
 pub mod schedule;
+pub mod seeded;
 pub mod yaml;
 
 pub use decision::{Decision, Firing, FiringKind, Gate, ManagerView, Reason, Verdict, decide};

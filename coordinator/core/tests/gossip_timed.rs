@@ -28,6 +28,7 @@ use std::sync::Arc;
 use cronstable_core::gossip::{
     Distribution, GossipState, LocalNode, PeerReport, PollOutcome, fresh_report,
 };
+use cronstable_core::seeded::SplitMix64;
 
 /// `cluster.interval` in the simulation, in ms.
 const I: u64 = 1_000;
@@ -39,29 +40,21 @@ const REFRESHES_PER_ROUND: u32 = 3;
 /// refreshes between its rounds (the manager's `BOOT_REFRESH_INTERVALS`), in ms.
 const BOOT_REFRESH_MS: u64 = 5 * I;
 
-/// SplitMix64: small, seedable, and the same on every platform.
-struct Rng(u64);
+/// The simulation's random source: [`SplitMix64`] with a half-open range.
+struct Rng(SplitMix64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+    fn new(seed: u64) -> Self {
+        Self(SplitMix64::new(seed))
     }
 
     /// Uniform in `lo..hi` (`lo` when the range is empty).
     fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            lo
-        } else {
-            lo + self.next() % (hi - lo)
-        }
+        lo + self.0.below(hi.saturating_sub(lo))
     }
 
     fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+        self.0.chance(p)
     }
 }
 
@@ -178,7 +171,7 @@ impl Timed {
             reach_changes: Vec::new(),
             trace: Vec::new(),
             verbose: replaying(),
-            rng: Rng(seed),
+            rng: Rng::new(seed),
             slow_polls: None,
             timed_out: Vec::new(),
         }
@@ -187,7 +180,7 @@ impl Timed {
     /// The same cluster whose polls are slower than a round with probability `chance`, read
     /// as `how` says.
     fn with_slow_polls(mut self, how: SlowPolls, chance: f64, seed: u64) -> Self {
-        self.slow_polls = Some((how, chance, Rng(seed ^ 0x510E_7011)));
+        self.slow_polls = Some((how, chance, Rng::new(seed ^ 0x510E_7011)));
         self
     }
 
@@ -508,7 +501,7 @@ struct Measured {
 /// The seed's whole life: a joint boot of 3–5 nodes within up to one interval; the leader
 /// killed at a random instant; the killed node restarted; then a random link cut and heal.
 fn life(seed: u64) -> (Timed, Measured) {
-    let mut rng = Rng(seed ^ 0x5EED);
+    let mut rng = Rng::new(seed ^ 0x5EED);
     let n = rng.range(3, 6) as usize;
     let mut sim = Timed::new(n, seed);
     let mut m = Measured::default();
@@ -573,7 +566,7 @@ const SLOW_POLL_CHANCE: f64 = 0.10;
 /// from a node's previous life is pinned as a table test (`gossip_table.rs`); this search is
 /// the guard around it, and around the manager's bound on every poll.
 fn restarts_with_slow_polls(seed: u64, how: SlowPolls) -> Timed {
-    let mut rng = Rng(seed ^ 0x2E57_A275);
+    let mut rng = Rng::new(seed ^ 0x2E57_A275);
     let n = rng.range(3, 6) as usize;
     let mut sim = Timed::new(n, seed).with_slow_polls(how, SLOW_POLL_CHANCE, seed);
     let last_start = joint_boot(&mut sim, &mut rng);
@@ -592,7 +585,7 @@ fn restarts_with_slow_polls(seed: u64, how: SlowPolls) -> Timed {
 
 /// A joint boot on a random, possibly asymmetric reachability (bridges and one-hop gaps).
 fn bridged_boot(seed: u64) -> Timed {
-    let mut rng = Rng(seed ^ 0xB1D6E);
+    let mut rng = Rng::new(seed ^ 0xB1D6E);
     let n = rng.range(3, 8) as usize;
     let mut sim = Timed::new(n, seed);
     let reach = (0..n)

@@ -281,6 +281,58 @@ fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
         backend,
         ..ClusterConfig::default()
     };
+    timing_and_name(ctx, raw, &mut c);
+    // The gossip keys are checked on every backend: a malformed address is a mistake even
+    // where it is ignored, and leaving it in would bite on a switch back to gossip.
+    let listen = raw
+        .listen
+        .as_deref()
+        .and_then(|l| host_port(ctx, "cluster.listen", l));
+    let tls_written = raw.tls.is_some() || ctx.written("cluster.tls");
+    let tls_paths = if tls_written {
+        tls(ctx, "cluster.tls", raw.tls.as_ref())
+    } else {
+        None
+    };
+    let (peers, distinct) = peers(ctx, "cluster.peers", raw.peers.as_deref().unwrap_or(&[]));
+    c.observability = observability(ctx, backend, raw.observability.as_ref());
+    if backend.is_lease() {
+        super::lease::apply(ctx, &mut c, raw);
+        return c;
+    }
+    let elect = raw.elect_leader.unwrap_or(false);
+    c.elect_leader = elect;
+    c.distribution = raw.distribution.unwrap_or_default();
+    let n = distinct + 1;
+    if elect {
+        election_needs(ctx, raw, tls_written, n);
+    } else {
+        attestation_needs(ctx, raw, tls_written);
+    }
+    for (i, host) in self_entries(listen.as_ref(), &peers) {
+        let path = format!("cluster.peers[{i}].host");
+        let message = self_entry_message(&host, listen.as_ref());
+        if elect {
+            ctx.error(&path, message);
+        } else {
+            ctx.warn(&path, message);
+        }
+    }
+    for other in ["kubernetes", "etcd", "filesystem"] {
+        let path = format!("cluster.{other}");
+        if ctx.written(&path) {
+            ctx.warn(&path, format!("is ignored: cluster.backend is {backend}"));
+        }
+    }
+    c.listen = listen;
+    c.tls = tls_paths;
+    c.peers = peers.into_iter().map(|(_, p)| p).collect();
+    c
+}
+
+/// `cluster.nodeName`, `interval`, `driftAfter` and `connectTimeout`: blank or zero is an
+/// error, an absent key keeps its default.
+fn timing_and_name(ctx: &mut Ctx<'_>, raw: &RawCluster, c: &mut ClusterConfig) {
     if let Some(name) = &raw.node_name {
         if name.trim().is_empty() {
             ctx.error(
@@ -310,102 +362,67 @@ fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
             c.connect_timeout = timeout;
         }
     }
-    // The gossip keys are checked on every backend: a malformed address is a mistake even
-    // where it is ignored, and leaving it in would bite on a switch back to gossip.
-    let listen = raw
-        .listen
-        .as_deref()
-        .and_then(|l| host_port(ctx, "cluster.listen", l));
-    let tls_written = raw.tls.is_some() || ctx.written("cluster.tls");
-    let tls_paths = if tls_written {
-        tls(ctx, "cluster.tls", raw.tls.as_ref())
-    } else {
-        None
-    };
-    let (peers, distinct) = peers(ctx, "cluster.peers", raw.peers.as_deref().unwrap_or(&[]));
-    c.observability = observability(ctx, backend, raw.observability.as_ref());
-    if backend.is_lease() {
-        super::lease::apply(ctx, &mut c, raw);
-        return c;
+}
+
+/// What `electLeader` on the gossip backend needs: the `/peer` listener, the cluster TLS, and a
+/// cluster size `n` that a quorum can make sense of.
+fn election_needs(ctx: &mut Ctx<'_>, raw: &RawCluster, tls_written: bool, n: usize) {
+    if raw.listen.is_none() {
+        ctx.error_near(
+            "cluster.listen",
+            "cluster.electLeader",
+            "is required with electLeader on the gossip backend: the mTLS /peer listener \
+             peers poll (for example \"0.0.0.0:8443\")",
+        );
     }
-    let elect = raw.elect_leader.unwrap_or(false);
-    c.elect_leader = elect;
-    c.distribution = raw.distribution.unwrap_or_default();
-    let n = distinct + 1;
-    if elect {
-        if raw.listen.is_none() {
-            ctx.error_near(
-                "cluster.listen",
-                "cluster.electLeader",
-                "is required with electLeader on the gossip backend: the mTLS /peer listener \
-                 peers poll (for example \"0.0.0.0:8443\")",
-            );
-        }
-        if !tls_written {
-            ctx.error_near(
-                "cluster.tls",
-                "cluster.electLeader",
-                "is required with electLeader on the gossip backend: ca, cert and key from the \
-                 dedicated cluster CA",
-            );
-        }
-        let quorum = n / 2 + 1;
-        match n {
-            1 => ctx.warn(
-                "cluster.electLeader",
-                "no peers are listed, so the cluster has 1 node with quorum 1 and this node \
-                 always leads; list every other member under peers",
+    if !tls_written {
+        ctx.error_near(
+            "cluster.tls",
+            "cluster.electLeader",
+            "is required with electLeader on the gossip backend: ca, cert and key from the \
+             dedicated cluster CA",
+        );
+    }
+    let quorum = n / 2 + 1;
+    match n {
+        1 => ctx.warn(
+            "cluster.electLeader",
+            "no peers are listed, so the cluster has 1 node with quorum 1 and this node \
+             always leads; list every other member under peers",
+        ),
+        2 => ctx.error(
+            "cluster.electLeader",
+            "with 2 nodes (1 peer) election is strictly worse than a single replica: quorum \
+             is 2 of 2, so losing either node stops every Leader job; use 3 or more nodes, \
+             or electLeader: false for attestation only",
+        ),
+        n if n % 2 == 0 => ctx.warn(
+            "cluster.peers",
+            format!(
+                "the cluster has an even size {n} (quorum {quorum}): it tolerates no more \
+                 failures than {} nodes would; prefer an odd size",
+                n - 1
             ),
-            2 => ctx.error(
-                "cluster.electLeader",
-                "with 2 nodes (1 peer) election is strictly worse than a single replica: quorum \
-                 is 2 of 2, so losing either node stops every Leader job; use 3 or more nodes, \
-                 or electLeader: false for attestation only",
-            ),
-            n if n % 2 == 0 => ctx.warn(
-                "cluster.peers",
-                format!(
-                    "the cluster has an even size {n} (quorum {quorum}): it tolerates no more \
-                     failures than {} nodes would; prefer an odd size",
-                    n - 1
-                ),
-            ),
-            _ => {}
-        }
-    } else {
-        if raw.distribution.is_some() {
-            ctx.warn(
-                "cluster.distribution",
-                "is inert without electLeader: every node runs every job",
-            );
-        }
-        if raw.listen.is_none() || !tls_written {
-            ctx.warn(
-                "cluster",
-                "attestation needs cluster.listen and cluster.tls; without them this node \
-                 neither serves /peer nor polls its peers",
-            );
-        }
+        ),
+        _ => {}
     }
-    for (i, host) in self_entries(listen.as_ref(), &peers) {
-        let path = format!("cluster.peers[{i}].host");
-        let message = self_entry_message(&host, listen.as_ref());
-        if elect {
-            ctx.error(&path, message);
-        } else {
-            ctx.warn(&path, message);
-        }
+}
+
+/// Without `electLeader`: a distribution is inert, and attestation needs a listener and TLS.
+fn attestation_needs(ctx: &mut Ctx<'_>, raw: &RawCluster, tls_written: bool) {
+    if raw.distribution.is_some() {
+        ctx.warn(
+            "cluster.distribution",
+            "is inert without electLeader: every node runs every job",
+        );
     }
-    for other in ["kubernetes", "etcd", "filesystem"] {
-        let path = format!("cluster.{other}");
-        if ctx.written(&path) {
-            ctx.warn(&path, format!("is ignored: cluster.backend is {backend}"));
-        }
+    if raw.listen.is_none() || !tls_written {
+        ctx.warn(
+            "cluster",
+            "attestation needs cluster.listen and cluster.tls; without them this node \
+             neither serves /peer nor polls its peers",
+        );
     }
-    c.listen = listen;
-    c.tls = tls_paths;
-    c.peers = peers.into_iter().map(|(_, p)| p).collect();
-    c
 }
 
 /// `cluster.observability` (rule 3: the mesh gets the same address and TLS checks).

@@ -143,21 +143,7 @@ pub async fn run(
     let dir = scratch.join(format!("cronstable-demo-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let runs_log = dir.join("runs.log");
-    // Every job also appends `<job> <node> <instant>` to one log, for the who-ran-what view.
-    let crontab_text = if args.spread {
-        spread_crontab(&runs_log)
-    } else {
-        DEMO_CRONTAB.to_owned()
-            + &format!(
-                "\n# cronstable: name=record-leader clusterPolicy=Leader seconds=true\n\
-         */3 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
-         # cronstable: name=record-prefer-leader clusterPolicy=PreferLeader seconds=true\n\
-         */4 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
-         # cronstable: name=record-every-node clusterPolicy=EveryNode seconds=true\n\
-         */6 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n",
-                log = runs_log.display()
-            )
-    };
+    let crontab_text = demo_crontab(args.spread, &runs_log);
 
     let ca = TestCa::try_new("cronstable demo CA")?;
     let names: Vec<String> = (0..n)
@@ -181,31 +167,7 @@ pub async fn run(
         let crontab = home.join("crontab");
         std::fs::write(&crontab, &crontab_text)
             .with_context(|| format!("writing {}", crontab.display()))?;
-        let peers = (0..n)
-            .filter(|&j| j != i)
-            .map(|j| PeerConfig {
-                host: HostPort::new("127.0.0.1", peer_ports[j]),
-            })
-            .collect();
-        let config = Config {
-            cluster: Some(ClusterConfig {
-                backend: Backend::Gossip,
-                node_name: Some(name.clone()),
-                elect_leader: true,
-                distribution: if args.spread {
-                    Distribution::Spread
-                } else {
-                    Distribution::SingleLeader
-                },
-                listen: Some(HostPort::new("127.0.0.1", peer_ports[i])),
-                tls: Some(tls),
-                peers,
-                interval: INTERVAL,
-                connect_timeout: Duration::from_secs(1),
-                ..ClusterConfig::default()
-            }),
-            ..Config::default()
-        };
+        let config = node_config(name, i, &peer_ports, tls, args.spread);
         nodes.push(Node {
             name: name.clone(),
             config,
@@ -236,28 +198,7 @@ pub async fn run(
             println!("  {}  http://{web}/cluster", node.name);
         }
     }
-    if args.spread {
-        println!(
-            "\nSpread: each Leader and PreferLeader job is owned by one node (rendezvous hashing of\n\
-             its name over the agreeing nodes), so the jobs fan out; EveryNode jobs run everywhere.\n\
-             The report below shows who owns what. Type a command and Enter:\n  \
-             stop cronstable-b     b's jobs move to the others within about a round (the rest stay put)\n  \
-             start cronstable-b    they come back to b once it agrees again\n  \
-             stop cronstable-a     with two nodes stopped the last has no quorum: Leader jobs stop\n\
-             Ctrl-C stops the demo.\n"
-        );
-    } else {
-        println!(
-            "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
-         EveryNode everywhere. Type a command and Enter to try a failure:\n  \
-         stop cronstable-a     the leader goes away; another node takes over within about a round\n  \
-         stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
-         start cronstable-a    it rejoins; a node that leads keeps the lead, else a leads\n  \
-         drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
-         undrift cronstable-c  back in agreement\n\
-         Ctrl-C stops the demo.\n"
-        );
-    }
+    print_guide(args.spread);
 
     let last_runs: LastRuns = Arc::default();
     let nodes = Arc::new(tokio::sync::Mutex::new(nodes));
@@ -277,6 +218,87 @@ pub async fn run(
     let _ = std::fs::remove_dir_all(&dir);
     println!("cronstable demo stopped");
     Ok(())
+}
+
+/// The demo's crontab: the stock demo jobs and one per policy recording who ran what, or the
+/// spread set. Every job also appends `<job> <node> <instant>` to `runs_log`, for the
+/// who-ran-what view.
+fn demo_crontab(spread: bool, runs_log: &std::path::Path) -> String {
+    if spread {
+        spread_crontab(runs_log)
+    } else {
+        DEMO_CRONTAB.to_owned()
+            + &format!(
+                "\n# cronstable: name=record-leader clusterPolicy=Leader seconds=true\n\
+     */3 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
+     # cronstable: name=record-prefer-leader clusterPolicy=PreferLeader seconds=true\n\
+     */4 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n\
+     # cronstable: name=record-every-node clusterPolicy=EveryNode seconds=true\n\
+     */6 * * * * * echo \"$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT\" >> {log}\n",
+                log = runs_log.display()
+            )
+    }
+}
+
+/// Node `i`'s config: gossip with election, its peers the other nodes' ports.
+fn node_config(
+    name: &str,
+    i: usize,
+    peer_ports: &[u16],
+    tls: crate::config::TlsPaths,
+    spread: bool,
+) -> Config {
+    let peers = (0..peer_ports.len())
+        .filter(|&j| j != i)
+        .map(|j| PeerConfig {
+            host: HostPort::new("127.0.0.1", peer_ports[j]),
+        })
+        .collect();
+    Config {
+        cluster: Some(ClusterConfig {
+            backend: Backend::Gossip,
+            node_name: Some(name.to_owned()),
+            elect_leader: true,
+            distribution: if spread {
+                Distribution::Spread
+            } else {
+                Distribution::SingleLeader
+            },
+            listen: Some(HostPort::new("127.0.0.1", peer_ports[i])),
+            tls: Some(tls),
+            peers,
+            interval: INTERVAL,
+            connect_timeout: Duration::from_secs(1),
+            ..ClusterConfig::default()
+        }),
+        ..Config::default()
+    }
+}
+
+/// What to try, printed once the nodes run.
+fn print_guide(spread: bool) {
+    if spread {
+        println!(
+            "\nSpread: each Leader and PreferLeader job is owned by one node (rendezvous hashing of\n\
+         its name over the agreeing nodes), so the jobs fan out; EveryNode jobs run everywhere.\n\
+         The report below shows who owns what. Type a command and Enter:\n  \
+         stop cronstable-b     b's jobs move to the others within about a round (the rest stay put)\n  \
+         start cronstable-b    they come back to b once it agrees again\n  \
+         stop cronstable-a     with two nodes stopped the last has no quorum: Leader jobs stop\n\
+         Ctrl-C stops the demo.\n"
+        );
+    } else {
+        println!(
+            "\nLeader jobs run on the elected node only, PreferLeader on the lowest reachable node,\n\
+     EveryNode everywhere. Type a command and Enter to try a failure:\n  \
+     stop cronstable-a     the leader goes away; another node takes over within about a round\n  \
+     stop cronstable-b     with a and b stopped, c has no quorum: Leader jobs stop, PreferLeader runs on\n  \
+     start cronstable-a    it rejoins; a node that leads keeps the lead, else a leads\n  \
+     drift cronstable-c    c's crontab gains a job: its job set differs, peers see it syncing, then drifted\n  \
+     undrift cronstable-c  back in agreement\n\
+     Ctrl-C stops the demo.\n"
+        );
+    }
 }
 
 /// Applies `stop|start|drift|undrift NODE` lines from stdin until stdin closes (then idles).

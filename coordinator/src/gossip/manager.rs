@@ -30,13 +30,13 @@ use cronstable_core::gossip::{
     fresh_report,
 };
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::node_stats::PeerNodeStats;
 use super::poller::{ClientTls, PollResult, Poller};
-use super::server::{self, PeerEndpoint};
+use super::server::Served;
 use super::tls::{TlsError, TlsFiles, TlsMaterial};
 use super::wire::{JobSummary, MAX_LIST, ServedBody};
 use crate::cluster::{
@@ -158,6 +158,225 @@ impl ClusterBackend for GossipBackend {
         ctx: BackendContext,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
         Box::pin(self.drive(ctx))
+    }
+}
+
+/// Each configured peer's poll and what its latest poll said, in `settings.peers` order.
+struct Peers {
+    slots: Vec<Slot>,
+    /// What each peer's latest finished poll said: the round's input.
+    latest: Vec<PollOutcome>,
+    last_seen_ms: Vec<Option<i64>>,
+    jobs: Vec<Option<Arc<Vec<JobSummary>>>>,
+    stats: Vec<Option<PeerNodeStats>>,
+}
+
+impl Peers {
+    /// Every peer idle and not polled yet; a peer that closes a kept-alive connection
+    /// notifies `closed`.
+    fn new(s: &GossipSettings, closed: &Arc<tokio::sync::Notify>) -> Self {
+        let n = s.peers.len();
+        Self {
+            slots: s
+                .peers
+                .iter()
+                .map(|h| {
+                    Slot::Idle(Box::new(
+                        Poller::new(h.clone())
+                            .reading_node_stats(s.observability)
+                            .notify_on_close(closed.clone()),
+                    ))
+                })
+                .collect(),
+            latest: vec![PollOutcome::NotPolled; n],
+            last_seen_ms: vec![None; n],
+            jobs: vec![None; n],
+            stats: vec![None; n],
+        }
+    }
+
+    /// Starts a poll for every peer whose last one finished, for the round that started at
+    /// `round_start`, and returns the deadline to collect them by. Each poll is bounded by the
+    /// round (`connectTimeout`, at most an interval): an answer later than that is no news for
+    /// this fold (see [`Slot::finish_by`]), so waiting for them is bounded.
+    async fn start(
+        &mut self,
+        tls: &ClientTls,
+        s: &GossipSettings,
+        round_start: Instant,
+    ) -> Instant {
+        let timeout = s.connect_timeout.min(s.interval);
+        for slot in &mut self.slots {
+            slot.start(tls, timeout).await;
+        }
+        round_start + timeout + Duration::from_millis(50)
+    }
+
+    /// Takes in every poll that finishes by `deadline` (see [`Slot::finish_by`]).
+    async fn collect(&mut self, deadline: Instant) {
+        for (i, slot) in self.slots.iter_mut().enumerate() {
+            if let Some(result) = slot.finish_by(deadline).await {
+                if result.fresh {
+                    self.last_seen_ms[i] = Some(crate::clock::now_ms());
+                }
+                // Display data is as fresh as the poll: a failed one leaves no data.
+                self.jobs[i] = result.jobs.filter(|_| result.fresh);
+                self.stats[i] = result.node_stats.filter(|_| result.fresh);
+                self.latest[i] = result.outcome;
+            }
+        }
+    }
+
+    fn display(&self) -> PeerDisplay<'_> {
+        PeerDisplay {
+            last_seen_ms: &self.last_seen_ms,
+            jobs: &self.jobs,
+            stats: &self.stats,
+        }
+    }
+
+    fn abort(self) {
+        for slot in self.slots {
+            slot.abort();
+        }
+    }
+}
+
+/// Rule 4b's extra rounds (refreshes): while the leader is known only through a witness's
+/// report, while booting, and after this node's job set changed or a peer closed its
+/// connection; at most [`REFRESHES_PER_ROUND`] between two rounds.
+struct Refreshes {
+    at: Option<Instant>,
+    left: u32,
+    last_fold: Instant,
+}
+
+impl Refreshes {
+    fn new() -> Self {
+        Self {
+            at: None,
+            left: 0,
+            last_fold: Instant::now(),
+        }
+    }
+
+    /// Resolves when the next refresh is due; never while none is.
+    fn due(&self) -> impl Future<Output = ()> + use<> {
+        let at = self.at;
+        async move {
+            match at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        }
+    }
+
+    /// A refresh a quarter interval after the last fold at the earliest, so a burst of
+    /// registrations or a flapping peer costs at most four folds an interval.
+    fn soon(&mut self, interval: Duration) {
+        let at = (self.last_fold + interval / 4).max(Instant::now());
+        self.at = Some(self.at.map_or(at, |r| r.min(at)));
+    }
+
+    /// A round (`refresh` false) or a refresh starts: nothing is due any more; a round
+    /// renews the budget.
+    fn starting(&mut self, refresh: bool) {
+        self.at = None;
+        if !refresh {
+            self.left = REFRESHES_PER_ROUND;
+        }
+    }
+
+    /// The fold is done; `wanted`: the round asks for another look. From the end of this
+    /// round's polls: a slow poll (a silent peer holding it to `connectTimeout`) must not make
+    /// refreshes run back to back.
+    fn folded(&mut self, wanted: bool, interval: Duration) {
+        self.last_fold = Instant::now();
+        if wanted && self.left > 0 {
+            self.left -= 1;
+            self.at = Some(Instant::now() + interval / 4);
+        }
+    }
+}
+
+/// Which deferred `@reboot` one-shots are known to have run under this job set: this node's
+/// own and what the peers report (RBT-06), with one log line per change.
+#[derive(Default)]
+struct RebootKnown {
+    learned: LearnedRebootRan,
+    known: std::collections::BTreeSet<String>,
+}
+
+impl RebootKnown {
+    fn update(
+        &mut self,
+        job_set: &crate::jobs::JobSet,
+        latest: &[PollOutcome],
+        own: &crate::reboot::ran::RebootRan,
+    ) -> std::collections::BTreeSet<String> {
+        let peer_ran = latest.iter().filter_map(|o| match o {
+            PollOutcome::Report(r) => Some((r.job_set_id.as_str(), r.ran_reboot_jobs.as_slice())),
+            _ => None,
+        });
+        let deferrable = |name: &str| {
+            job_set.get(name).is_some_and(|j| {
+                j.spec.is_reboot() && j.spec.cluster_policy != ClusterPolicy::EveryNode
+            })
+        };
+        let ran = self
+            .learned
+            .merge(job_set.id.as_str(), peer_ran, own, deferrable);
+        if ran != self.known {
+            tracing::info!(jobs = ?ran, "cluster: @reboot one-shots known to have run under this job set");
+            self.known.clone_from(&ran);
+        }
+        ran
+    }
+}
+
+/// One fold of the gossip state: a round, or a refresh (which counts as no round), over
+/// the peers' latest outcomes, at the time since the manager `started`.
+fn fold(
+    state: &mut GossipState,
+    refresh: bool,
+    local: &LocalNode,
+    latest: &[PollOutcome],
+    started: Instant,
+) -> RoundView {
+    let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if refresh {
+        state.refresh(local, latest, now_ms)
+    } else {
+        state.round(local, latest, now_ms)
+    }
+}
+
+/// The round timer (every interval) and the certificate-rotation check (at most every
+/// [`ROTATION_CHECK_MAX`]), both delaying rather than bursting after a stall; the rotation
+/// check's immediate first tick is taken.
+async fn timers(s: &GossipSettings) -> (tokio::time::Interval, tokio::time::Interval) {
+    let mut rounds = tokio::time::interval(s.interval);
+    rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut rotation = tokio::time::interval(s.interval.min(ROTATION_CHECK_MAX));
+    rotation.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    rotation.tick().await;
+    (rounds, rotation)
+}
+
+/// One log line when this node starts or stops standing down for an overdue executor.
+fn note_standing_down(standing_down: &mut bool, overdue: Option<&crate::liveness::Overdue>) {
+    if overdue.is_some() == *standing_down {
+        return;
+    }
+    *standing_down = overdue.is_some();
+    match overdue {
+        Some(o) => tracing::warn!(
+            "cluster: gossip: {o}; this node stands down from the election, so a node whose \
+             executor keeps up leads"
+        ),
+        None => tracing::info!(
+            "cluster: gossip: this node's executors keep up again; standing for election"
+        ),
     }
 }
 
@@ -303,109 +522,39 @@ impl GossipBackend {
 
     async fn run_mesh(self, mesh: Mesh, mut ctx: BackendContext) {
         let s = &self.settings;
-        let mut local = LocalNode {
-            name: self.node_name.clone(),
-            instance_id: self.instance_id.clone(),
-            job_set_id: ctx.job_set.borrow().id.to_string(),
-            configured_size: s.peers.len() + 1,
-            elect_leader: s.elect_leader,
-            distribution: s.distribution,
-            drift_after: s.drift_after,
-            interval_ms: u64::try_from(s.interval.as_millis()).unwrap_or(u64::MAX),
-        };
+        let mut local = self.local_node(&ctx.job_set.borrow());
         let mut summary = RunSummaries::new();
         summary.refresh(&ctx.job_set.borrow(), &ctx.ledger, crate::clock::now_ms());
-        let (body_tx, body_rx) = watch::channel(Arc::new(ServedBody::encode(
-            &fresh_report(&local),
-            summary.jobs(),
-        )));
-        let (server_tls_tx, server_tls_rx) = watch::channel(mesh.tls.server.clone());
         // This node's CPU/memory for the `/peer` header, refreshed once per round; the rate
         // is taken between rounds, so the first round has memory but no CPU figure yet.
-        let own_stats = crate::observe::host::NodeStats::new();
-        let stats_header =
-            || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
-        let (stats_tx, stats_rx) = watch::channel(if s.observability {
-            stats_header()
-        } else {
-            None
-        });
-        let mut client_tls = ClientTls {
-            config: mesh.tls.client.clone(),
-            generation: 0,
-        };
-        let (stop_server, server_stopped) = oneshot::channel::<()>();
-        let addr = mesh
-            .listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let server = crate::spawn(server::serve(
+        let stats_header = PeerNodeStats::own_header();
+        let served = Served::start(
             mesh.listener,
-            PeerEndpoint {
-                tls: server_tls_rx,
-                body: body_rx,
-                idle_timeout: s.interval * 2 + s.connect_timeout,
-                node_stats: s.observability.then_some(stats_rx),
-            },
-            async move {
-                let _ = server_stopped.await;
-            },
-        ));
-        tracing::info!(
-            listen = addr,
-            peers = s.peers.len(),
-            elect_leader = s.elect_leader,
-            distribution = %s.distribution,
-            instance_id = self.instance_id,
-            "cluster: gossip manager started"
+            mesh.tls.server.clone(),
+            ServedBody::encode(&fresh_report(&local), summary.jobs()),
+            s.interval * 2 + s.connect_timeout,
+            s.observability.then(&stats_header),
         );
+        let mut client_tls = ClientTls::new(mesh.tls.client.clone());
+        self.log_started(&served.addr);
 
         let mut rotation = Rotation::new(mesh.tls_paths, mesh.tls.fingerprint);
         // A peer closed a kept-alive connection: its process likely exited (a crashed leader
         // closes its sockets at once), so look again now instead of at the next round.
         let peer_closed = Arc::new(tokio::sync::Notify::new());
-        let mut slots: Vec<Slot> = s
-            .peers
-            .iter()
-            .map(|h| {
-                Slot::Idle(Box::new(
-                    Poller::new(h.clone())
-                        .reading_node_stats(s.observability)
-                        .notify_on_close(peer_closed.clone()),
-                ))
-            })
-            .collect();
-        let mut latest = vec![PollOutcome::NotPolled; s.peers.len()];
-        let mut last_seen_ms: Vec<Option<i64>> = vec![None; s.peers.len()];
-        let mut peer_jobs: Vec<Option<Arc<Vec<JobSummary>>>> = vec![None; s.peers.len()];
-        let mut peer_stats: Vec<Option<PeerNodeStats>> = vec![None; s.peers.len()];
+        let mut peers = Peers::new(s, &peer_closed);
         let mut state = GossipState::new(s.peers.len(), 0);
         let started = Instant::now();
         let mut edges = Edges::default();
-        let mut learned_ran = LearnedRebootRan::new();
-        let mut known_ran = std::collections::BTreeSet::new();
+        let mut reboot_known = RebootKnown::default();
         // Whether this node stands down for an overdue executor, for one log line per change.
         let mut standing_down = false;
 
-        let mut rounds = tokio::time::interval(s.interval);
-        rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut rotation_timer = tokio::time::interval(s.interval.min(ROTATION_CHECK_MAX));
-        rotation_timer.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        rotation_timer.tick().await;
+        let (mut rounds, mut rotation_timer) = timers(s).await;
 
-        // Rule 4b: extra rounds while the leader is known only through a witness's report,
-        // while booting, and after this node's job set changed.
-        let mut refresh_at: Option<Instant> = None;
-        let mut refreshes_left = 0u32;
-        let mut last_fold = Instant::now();
+        let mut refreshes = Refreshes::new();
         loop {
-            let refresh_due = async {
-                match refresh_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let refresh_due = refreshes.due();
             let refresh;
             tokio::select! {
                 // A due round goes before a refresh: refreshes must never push rounds back.
@@ -414,11 +563,8 @@ impl GossipBackend {
                 _ = rounds.tick() => refresh = false,
                 _ = rotation_timer.tick() => {
                     if let Some(m) = rotation.check().await {
-                        server_tls_tx.send_replace(m.server);
-                        client_tls = ClientTls {
-                            config: m.client,
-                            generation: client_tls.generation + 1,
-                        };
+                        served.tls.send_replace(m.server);
+                        client_tls = client_tls.rotated(m.client);
                     }
                     continue;
                 }
@@ -439,140 +585,96 @@ impl GossipBackend {
                         () = peer_closed.notified() => {}
                     }
                 } => {
-                    let at = (last_fold + s.interval / 4).max(Instant::now());
-                    refresh_at = Some(refresh_at.map_or(at, |r| r.min(at)));
+                    refreshes.soon(s.interval);
                     continue;
                 }
                 () = refresh_due => refresh = true,
             }
-            refresh_at = None;
-            if !refresh {
-                refreshes_left = REFRESHES_PER_ROUND;
-            }
+            refreshes.starting(refresh);
             let overdue = ctx.overdue.borrow_and_update().clone();
-            if overdue.is_some() != standing_down {
-                standing_down = overdue.is_some();
-                match &overdue {
-                    Some(o) => tracing::warn!(
-                        "cluster: gossip: {o}; this node stands down from the election, so a \
-                         node whose executor keeps up leads"
-                    ),
-                    None => tracing::info!(
-                        "cluster: gossip: this node's executors keep up again; standing for \
-                         election"
-                    ),
-                }
-            }
+            note_standing_down(&mut standing_down, overdue.as_ref());
             state.set_standing_down(standing_down);
             let round_start = Instant::now();
-            // Start a poll for every peer whose last one finished; each carries its own
-            // deadline, so waiting for them below is bounded.
-            // Each poll is bounded by the round: an answer later than that is no news for
-            // this fold (see `Slot::finish_by`).
-            let poll_timeout = s.connect_timeout.min(s.interval);
-            for slot in &mut slots {
-                slot.start(&client_tls, poll_timeout).await;
-            }
-            let deadline = round_start + poll_timeout + Duration::from_millis(50);
-            let collect = async {
-                for (i, slot) in slots.iter_mut().enumerate() {
-                    if let Some(result) = slot.finish_by(deadline).await {
-                        if result.fresh {
-                            last_seen_ms[i] = Some(crate::clock::now_ms());
-                        }
-                        // Display data is as fresh as the poll: a failed one leaves no data.
-                        peer_jobs[i] = result.jobs.filter(|_| result.fresh);
-                        peer_stats[i] = result.node_stats.filter(|_| result.fresh);
-                        latest[i] = result.outcome;
-                    }
-                }
-            };
+            let deadline = peers.start(&client_tls, s, round_start).await;
             // A round can wait up to connectTimeout for a silent peer: a stop (shutdown, or a
             // reload rebuilding the manager) must not wait for it, so the listener is freed in
             // time for the next manager to bind.
             tokio::select! {
                 biased;
                 () = &mut ctx.shutdown => break,
-                () = collect => {}
+                () = peers.collect(deadline) => {}
             }
 
             // Marked seen: a change this fold already carries needs no refresh of its own.
             let job_set = ctx.job_set.borrow_and_update().clone();
             local.job_set_id = job_set.id.to_string();
             summary.refresh(&job_set, &ctx.ledger, crate::clock::now_ms());
-            let now_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let rv = if refresh {
-                state.refresh(&local, &latest, now_ms)
-            } else {
-                state.round(&local, &latest, now_ms)
-            };
-            last_fold = Instant::now();
+            let rv = fold(&mut state, refresh, &local, &peers.latest, started);
             let booting = started.elapsed() < s.interval * BOOT_REFRESH_INTERVALS
                 && s.elect_leader
                 && !rv.self_candidate;
-            if (rv.recheck || booting) && refreshes_left > 0 {
-                refreshes_left -= 1;
-                // From the end of this round's polls: a slow poll (a silent peer holding it to
-                // `connectTimeout`) must not make refreshes run back to back.
-                refresh_at = Some(Instant::now() + s.interval / 4);
-            }
+            refreshes.folded(rv.recheck || booting, s.interval);
             log_events(&rv, s);
             edges.log(&rv, &local);
 
             if s.observability {
-                stats_tx.send_replace(stats_header());
+                served.node_stats.send_replace(stats_header());
             }
-            let peer_ran = latest.iter().filter_map(|o| match o {
-                PollOutcome::Report(r) => {
-                    Some((r.job_set_id.as_str(), r.ran_reboot_jobs.as_slice()))
-                }
-                _ => None,
-            });
-            let deferrable = |name: &str| {
-                job_set.get(name).is_some_and(|j| {
-                    j.spec.is_reboot() && j.spec.cluster_policy != ClusterPolicy::EveryNode
-                })
-            };
-            let reboot_ran =
-                learned_ran.merge(&local.job_set_id, peer_ran, &ctx.reboot_ran, deferrable);
-            if reboot_ran != known_ran {
-                tracing::info!(jobs = ?reboot_ran, "cluster: @reboot one-shots known to have run under this job set");
-                known_ran.clone_from(&reboot_ran);
-            }
+            let reboot_ran = reboot_known.update(&job_set, &peers.latest, &ctx.reboot_ran);
             let advertised: Vec<String> = reboot_ran.iter().take(MAX_LIST).cloned().collect();
-            let body = ServedBody::encode(&rv.report(&local, advertised), summary.jobs());
-            body_tx.send_if_modified(|cur| {
-                let changed = cur.etag != body.etag;
-                if changed {
-                    *cur = Arc::new(body);
-                }
-                changed
-            });
-            let display = PeerDisplay {
-                last_seen_ms: &last_seen_ms,
-                jobs: &peer_jobs,
-                stats: &peer_stats,
-            };
+            served.replace_body(ServedBody::encode(
+                &rv.report(&local, advertised),
+                summary.jobs(),
+            ));
             ctx.view.send_replace(self.view_of(
                 &rv,
                 &local,
-                &display,
+                &peers.display(),
                 round_start,
                 reboot_ran,
                 overdue.as_ref(),
             ));
         }
 
-        for slot in slots {
-            slot.abort();
-        }
-        // A stopped manager knows nothing any more: the gate must not keep acting on its last
-        // quorate round (the supervisor publishes the next backend's view after this).
+        peers.abort();
         let job_set_id = ctx.job_set.borrow().id.to_string();
-        ctx.view
-            .send_replace(self.pending_view(Election::Starting, job_set_id, None));
-        server::stop(stop_server, server).await;
+        self.stopped(&ctx.view, job_set_id, served).await;
+    }
+
+    /// After the last round: a stopped manager knows nothing any more, so the gate must not
+    /// keep acting on its last quorate round (the supervisor publishes the next backend's view
+    /// after this); then the `/peer` server stops.
+    async fn stopped(&self, view: &watch::Sender<ClusterView>, job_set_id: String, served: Served) {
+        view.send_replace(self.pending_view(Election::Starting, job_set_id, None));
+        served.stop().await;
         tracing::info!("cluster: gossip manager stopped");
+    }
+
+    fn log_started(&self, addr: &str) {
+        let s = &self.settings;
+        tracing::info!(
+            listen = addr,
+            peers = s.peers.len(),
+            elect_leader = s.elect_leader,
+            distribution = %s.distribution,
+            instance_id = self.instance_id,
+            "cluster: gossip manager started"
+        );
+    }
+
+    /// This node as its gossip round sees it, with the job set `set`.
+    fn local_node(&self, set: &crate::jobs::JobSet) -> LocalNode {
+        let s = &self.settings;
+        LocalNode {
+            name: self.node_name.clone(),
+            instance_id: self.instance_id.clone(),
+            job_set_id: set.id.to_string(),
+            configured_size: s.peers.len() + 1,
+            elect_leader: s.elect_leader,
+            distribution: s.distribution,
+            drift_after: s.drift_after,
+            interval_ms: u64::try_from(s.interval.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     /// The cluster view of one round.
@@ -995,7 +1097,7 @@ mod tests {
             interval_ms: 1_000,
         };
         let late = Arc::new(fresh_report(&local));
-        let (release, released) = oneshot::channel::<()>();
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
         let poller = Box::new(Poller::new(host.clone()));
         let report = Arc::clone(&late);
         let mut slot = slot_on(

@@ -43,6 +43,14 @@ pub struct PeerNodeStats {
 }
 
 impl PeerNodeStats {
+    /// This node's stats header as it is each time the returned function is called: CPU and
+    /// memory from `/proc`, the CPU rate taken between two calls (so the first call has
+    /// memory but no CPU figure yet).
+    pub fn own_header() -> impl Fn() -> Option<HeaderValue> + Send {
+        let own = crate::observe::host::NodeStats::new();
+        move || Self::from_snapshot(&own.snapshot()).and_then(|s| s.to_header())
+    }
+
     /// The gossiped subset of a `GET /node` snapshot (`NodeStats::snapshot`).
     pub fn from_snapshot(snapshot: &Value) -> Option<Self> {
         let stats = Self {

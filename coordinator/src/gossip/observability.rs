@@ -29,14 +29,14 @@ use std::time::Duration;
 
 use cronstable_core::gossip::{Distribution, LocalNode, PollOutcome, fresh_report};
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use super::manager::Rotation;
 use super::node_stats::PeerNodeStats;
 use super::poller::{ClientTls, PollResult, Poller};
-use super::server::{self, PeerEndpoint};
+use super::server::Served;
 use super::tls::{TlsError, TlsMaterial};
 use super::wire::{JobSummary, ServedBody};
 use crate::config::address::HostPort;
@@ -197,78 +197,33 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     tokio::pin!(shutdown);
-    let mut last_reason = String::new();
-    let (listener, tls) = loop {
-        match start(&settings).await {
-            Ok(started) => break started,
-            Err(reason) => {
-                if reason != last_reason {
-                    tracing::error!(
-                        "observability mesh: cannot start: {reason}; /fleet shows this node \
-                         alone until it does (the lease election does not depend on it)"
-                    );
-                    last_reason.clone_from(&reason);
-                }
-                out.send_replace(Arc::new(MeshView::pending(&settings, Some(reason))));
-                tokio::select! {
-                    () = &mut shutdown => return,
-                    () = tokio::time::sleep(settings.interval) => {}
-                }
-            }
-        }
+    let Some((listener, tls)) = start_retrying(&settings, &out, &mut shutdown).await else {
+        return;
     };
-    if !last_reason.is_empty() {
-        tracing::info!("observability mesh: started after an earlier failure");
-    }
     let mut view = MeshView::pending(&settings, None);
     out.send_replace(Arc::new(view.clone()));
 
-    // An attestation-only report: never electing, never quorate, leading nothing.
-    let mut local = LocalNode {
-        name: node_name,
-        instance_id: String::new(),
-        job_set_id: job_set.borrow().id.to_string(),
-        configured_size: settings.peers.len() + 1,
-        elect_leader: false,
-        distribution: Distribution::SingleLeader,
-        drift_after: 1,
-        interval_ms: u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX),
-    };
+    let mut local = attestation_node(node_name, &job_set.borrow(), &settings);
     let mut summary = RunSummaries::new();
     let body = |local: &LocalNode, summary: &mut RunSummaries, set: &JobSet| {
         summary.refresh(set, &ledger, crate::clock::now_ms());
         ServedBody::encode(&fresh_report(local), summary.jobs())
     };
     let first = body(&local, &mut summary, &job_set.borrow_and_update());
-    let (body_tx, body_rx) = watch::channel(Arc::new(first));
-    let own_stats = crate::observe::host::NodeStats::new();
-    let stats_header =
-        || PeerNodeStats::from_snapshot(&own_stats.snapshot()).and_then(|s| s.to_header());
-    let (stats_tx, stats_rx) = watch::channel(stats_header());
-    let (server_tls_tx, server_tls_rx) = watch::channel(tls.server.clone());
+    let stats_header = PeerNodeStats::own_header();
+    let served = Served::start(
+        listener,
+        tls.server.clone(),
+        first,
+        settings.interval * 2 + settings.connect_timeout,
+        Some(stats_header()),
+    );
     let mut client_tls = ClientTls {
         config: tls.client.clone(),
         generation: 0,
     };
-    let addr = listener
-        .local_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let (stop_server, server_stopped) = oneshot::channel::<()>();
-    let server = crate::spawn(server::serve(
-        listener,
-        PeerEndpoint {
-            tls: server_tls_rx,
-            body: body_rx,
-            idle_timeout: settings.interval * 2 + settings.connect_timeout,
-            node_stats: Some(stats_rx),
-        },
-        async move {
-            let _ = server_stopped.await;
-        },
-    ));
     tracing::info!(
-        listen = addr,
+        listen = served.addr,
         peers = settings.peers.len(),
         "observability mesh: started (display only: /fleet and the dashboard)"
     );
@@ -307,43 +262,92 @@ pub async fn run(
             }
             _ = rounds.tick() => {
                 if let Some(m) = rotation.check().await {
-                    server_tls_tx.send_replace(m.server);
-                    client_tls = ClientTls {
-                        config: m.client,
-                        generation: client_tls.generation + 1,
-                    };
+                    served.tls.send_replace(m.server);
+                    client_tls = client_tls.rotated(m.client);
                 }
                 let set = job_set.borrow_and_update().clone();
                 local.job_set_id = set.id.to_string();
-                let next = body(&local, &mut summary, &set);
-                body_tx.send_if_modified(|cur| {
-                    let changed = cur.etag != next.etag;
-                    if changed {
-                        *cur = Arc::new(next);
-                    }
-                    changed
-                });
-                stats_tx.send_replace(stats_header());
-                // A peer whose last poll is still out (bounded by its own deadline) is
-                // skipped this round; every other peer is polled now.
-                for (i, slot) in idle.iter_mut().enumerate() {
-                    let Some(mut poller) = slot.take() else {
-                        continue;
-                    };
-                    let tls = client_tls.clone();
-                    let timeout = settings.connect_timeout;
-                    let task = polls.spawn(async move {
-                        let result = poller.poll(&tls, timeout).await;
-                        (i, poller, result)
-                    });
-                    polling.insert(task.id(), i);
-                }
+                served.replace_body(body(&local, &mut summary, &set));
+                served.node_stats.send_replace(stats_header());
+                let timeout = settings.connect_timeout;
+                poll_idle(&mut idle, &mut polls, &mut polling, &client_tls, timeout);
             }
         }
     }
     polls.abort_all();
-    server::stop(stop_server, server).await;
+    served.stop().await;
     tracing::info!("observability mesh: stopped");
+}
+
+/// Starts the mesh's listener, retried every interval until it can (publishing why meanwhile,
+/// one log line per change of reason); `None` when `shutdown` resolves first.
+async fn start_retrying(
+    settings: &MeshSettings,
+    out: &watch::Sender<Arc<MeshView>>,
+    shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Option<(TcpListener, TlsMaterial)> {
+    let mut last_reason = String::new();
+    loop {
+        match start(settings).await {
+            Ok(started) => {
+                if !last_reason.is_empty() {
+                    tracing::info!("observability mesh: started after an earlier failure");
+                }
+                return Some(started);
+            }
+            Err(reason) => {
+                if reason != last_reason {
+                    tracing::error!(
+                        "observability mesh: cannot start: {reason}; /fleet shows this node \
+                         alone until it does (the lease election does not depend on it)"
+                    );
+                    last_reason.clone_from(&reason);
+                }
+                out.send_replace(Arc::new(MeshView::pending(settings, Some(reason))));
+                tokio::select! {
+                    () = shutdown.as_mut() => return None,
+                    () = tokio::time::sleep(settings.interval) => {}
+                }
+            }
+        }
+    }
+}
+
+/// This node's report on the mesh: attestation only, never electing, never quorate, leading
+/// nothing.
+fn attestation_node(name: String, set: &JobSet, settings: &MeshSettings) -> LocalNode {
+    LocalNode {
+        name,
+        instance_id: String::new(),
+        job_set_id: set.id.to_string(),
+        configured_size: settings.peers.len() + 1,
+        elect_leader: false,
+        distribution: Distribution::SingleLeader,
+        drift_after: 1,
+        interval_ms: u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// Polls every peer whose poller is idle; a peer whose last poll is still out (bounded by its
+/// own deadline) is skipped this round.
+fn poll_idle(
+    idle: &mut [Option<Poller>],
+    polls: &mut JoinSet<(usize, Poller, PollResult)>,
+    polling: &mut HashMap<tokio::task::Id, usize>,
+    tls: &ClientTls,
+    timeout: std::time::Duration,
+) {
+    for (i, slot) in idle.iter_mut().enumerate() {
+        let Some(mut poller) = slot.take() else {
+            continue;
+        };
+        let tls = tls.clone();
+        let task = polls.spawn(async move {
+            let result = poller.poll(&tls, timeout).await;
+            (i, poller, result)
+        });
+        polling.insert(task.id(), i);
+    }
 }
 
 async fn start(settings: &MeshSettings) -> Result<(TcpListener, TlsMaterial), String> {

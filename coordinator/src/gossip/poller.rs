@@ -40,6 +40,25 @@ pub struct ClientTls {
     pub generation: u64,
 }
 
+impl ClientTls {
+    /// The first context (generation 0).
+    pub fn new(config: Arc<ClientConfig>) -> Self {
+        Self {
+            config,
+            generation: 0,
+        }
+    }
+
+    /// The context after a certificate rotation: a new generation, so connections made under
+    /// the old one are not reused.
+    pub fn rotated(&self, config: Arc<ClientConfig>) -> Self {
+        Self {
+            config,
+            generation: self.generation + 1,
+        }
+    }
+}
+
 /// What one poll gave.
 #[derive(Debug, Clone)]
 pub struct PollResult {

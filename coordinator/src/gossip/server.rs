@@ -135,6 +135,80 @@ pub struct PeerEndpoint {
     pub node_stats: Option<watch::Receiver<Option<header::HeaderValue>>>,
 }
 
+/// A running `/peer` server and the senders that change what it serves: a new body each
+/// round, a new TLS context at a certificate rotation, this node's stats header.
+pub struct Served {
+    /// The body answered to polls.
+    pub body: watch::Sender<Arc<ServedBody>>,
+    /// The TLS server context.
+    pub tls: watch::Sender<Arc<ServerConfig>>,
+    /// The `X-Cronstable-Node-Stats` value, when the server sends one.
+    pub node_stats: watch::Sender<Option<header::HeaderValue>>,
+    /// The address it listens on, for the log.
+    pub addr: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Served {
+    /// Serves `body` on `listener` with `tls`; kept-alive connections idle past `idle_timeout`
+    /// are closed. `node_stats`: `Some(first value)` sends the stats header on every answer,
+    /// `None` sends none.
+    pub fn start(
+        listener: TcpListener,
+        tls: Arc<ServerConfig>,
+        body: ServedBody,
+        idle_timeout: Duration,
+        node_stats: Option<Option<header::HeaderValue>>,
+    ) -> Self {
+        let addr = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let (body_tx, body_rx) = watch::channel(Arc::new(body));
+        let (tls_tx, tls_rx) = watch::channel(tls);
+        let sends_stats = node_stats.is_some();
+        let (stats_tx, stats_rx) = watch::channel(node_stats.flatten());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = crate::spawn(serve(
+            listener,
+            PeerEndpoint {
+                tls: tls_rx,
+                body: body_rx,
+                idle_timeout,
+                node_stats: sends_stats.then_some(stats_rx),
+            },
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            body: body_tx,
+            tls: tls_tx,
+            node_stats: stats_tx,
+            addr,
+            stop,
+            task,
+        }
+    }
+
+    /// Serves `next` from now on, unless it is the body already served (same etag).
+    pub fn replace_body(&self, next: ServedBody) {
+        self.body.send_if_modified(|cur| {
+            let changed = cur.etag != next.etag;
+            if changed {
+                *cur = Arc::new(next);
+            }
+            changed
+        });
+    }
+
+    /// Stops the server (see [`stop`]).
+    pub async fn stop(self) {
+        stop(self.stop, self.task).await;
+    }
+}
+
 /// How long a stopped `/peer` server gets to close its connections before it is aborted.
 const STOP_BOUND: Duration = Duration::from_secs(5);
 

@@ -22,6 +22,7 @@ pub mod driver;
 pub mod memory;
 pub mod reboot_records;
 pub mod reboot_store;
+mod round;
 #[cfg(test)]
 mod tests;
 

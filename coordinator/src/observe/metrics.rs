@@ -78,17 +78,108 @@ struct Inner {
     executor_overdue: IntGauge,
     statsd: IntCounterVec,
     clock_skew: Gauge,
-    process_start: Gauge,
-    process_cpu: Counter,
-    process_resident: IntGauge,
-    process_virtual: IntGauge,
-    process_open_fds: IntGauge,
-    process_max_fds: IntGauge,
+    process: ProcessSeries,
+    jobs: JobSeries,
+}
+
+/// The standard process series every Prometheus client library exports, by their usual names,
+/// so existing dashboards and alerts (restart loops: a start time that keeps moving) work as
+/// they are.
+struct ProcessSeries {
+    start: Gauge,
+    cpu: Counter,
+    resident: IntGauge,
+    virt: IntGauge,
+    open_fds: IntGauge,
+    max_fds: IntGauge,
+}
+
+impl ProcessSeries {
+    fn register(r: &Registry) -> Self {
+        let start = float_gauge(
+            r,
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+        );
+        let cpu = Counter::new(
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds.",
+        )
+        .expect("a valid metric name");
+        r.register(Box::new(cpu.clone())).expect("registered once");
+        Self {
+            start,
+            cpu,
+            resident: gauge(
+                r,
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes.",
+            ),
+            virt: gauge(
+                r,
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes.",
+            ),
+            open_fds: gauge(r, "process_open_fds", "Number of open file descriptors."),
+            max_fds: gauge(
+                r,
+                "process_max_fds",
+                "Maximum number of open file descriptors.",
+            ),
+        }
+    }
+}
+
+/// The per-job series, in their own registry (one label set per job of the job set).
+struct JobSeries {
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
     missed: IntCounterVec,
     duration: HistogramVec,
+}
+
+impl JobSeries {
+    fn register(jr: &Registry) -> Self {
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "cronstable_job_run_duration_seconds",
+                "How long finished runs of each job took, as the executor measured it.",
+            )
+            .buckets(DURATION_BUCKETS.to_vec()),
+            &["job"],
+        )
+        .expect("a valid histogram");
+        jr.register(Box::new(duration.clone()))
+            .expect("registered once");
+        Self {
+            firings: counter_vec(
+                jr,
+                "cronstable_job_firings_total",
+                "Scheduled firings this coordinator decided, by verdict.",
+                &["job", "verdict"],
+            ),
+            runs: counter_vec(
+                jr,
+                "cronstable_job_runs_total",
+                "Finished runs by result: success, failure, timeout or signal.",
+                &["job", "result"],
+            ),
+            skips: counter_vec(
+                jr,
+                "cronstable_job_skips_total",
+                "Firings not run on this node, by reason (gate or executor).",
+                &["job", "reason"],
+            ),
+            missed: counter_vec(
+                jr,
+                "cronstable_job_missed_firings_total",
+                "Firings this node's executor owned but could not start in time.",
+                &["job"],
+            ),
+            duration,
+        }
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -105,6 +196,14 @@ impl Default for Metrics {
 
 fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
     let g = IntGauge::new(name, help).expect("a valid metric name");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn float_gauge(registry: &Registry, name: &str, help: &str) -> Gauge {
+    let g = Gauge::new(name, help).expect("a valid metric name");
     registry
         .register(Box::new(g.clone()))
         .expect("registered once");
@@ -140,17 +239,6 @@ impl Metrics {
     pub fn new() -> Self {
         let r = Registry::new();
         let jr = Registry::new();
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
-                "cronstable_job_run_duration_seconds",
-                "How long finished runs of each job took, as the executor measured it.",
-            )
-            .buckets(DURATION_BUCKETS.to_vec()),
-            &["job"],
-        )
-        .expect("a valid histogram");
-        jr.register(Box::new(duration.clone()))
-            .expect("registered once");
         let inner = Inner {
             enabled: gauge(
                 &r,
@@ -246,88 +334,22 @@ impl Metrics {
                  resolve or the send fails) or dropped (the send queue was full).",
                 &["result"],
             ),
-            clock_skew: {
-                let g = Gauge::new(
-                    "cronstable_cluster_clock_skew_seconds",
-                    "This node's clock minus the lease store's, as the filesystem backend measures \
-                     it every round (0 where no store measures it). Past 1.5 s either way the \
-                     node does not lead.",
-                )
-                .expect("a valid metric name");
-                r.register(Box::new(g.clone())).expect("registered once");
-                g
-            },
-            // The standard process series every Prometheus client library exports, by their
-            // usual names, so existing dashboards and alerts (restart loops: a start time that
-            // keeps moving) work as they are.
-            process_start: {
-                let g = Gauge::new(
-                    "process_start_time_seconds",
-                    "Start time of the process since unix epoch in seconds.",
-                )
-                .expect("a valid metric name");
-                r.register(Box::new(g.clone())).expect("registered once");
-                g
-            },
-            process_cpu: {
-                let c = Counter::new(
-                    "process_cpu_seconds_total",
-                    "Total user and system CPU time spent in seconds.",
-                )
-                .expect("a valid metric name");
-                r.register(Box::new(c.clone())).expect("registered once");
-                c
-            },
-            process_resident: gauge(
+            clock_skew: float_gauge(
                 &r,
-                "process_resident_memory_bytes",
-                "Resident memory size in bytes.",
+                "cronstable_cluster_clock_skew_seconds",
+                "This node's clock minus the lease store's, as the filesystem backend measures \
+                 it every round (0 where no store measures it). Past 1.5 s either way the node \
+                 does not lead.",
             ),
-            process_virtual: gauge(
-                &r,
-                "process_virtual_memory_bytes",
-                "Virtual memory size in bytes.",
-            ),
-            process_open_fds: gauge(&r, "process_open_fds", "Number of open file descriptors."),
-            process_max_fds: gauge(
-                &r,
-                "process_max_fds",
-                "Maximum number of open file descriptors.",
-            ),
-            firings: counter_vec(
-                &jr,
-                "cronstable_job_firings_total",
-                "Scheduled firings this coordinator decided, by verdict.",
-                &["job", "verdict"],
-            ),
-            runs: counter_vec(
-                &jr,
-                "cronstable_job_runs_total",
-                "Finished runs by result: success, failure, timeout or signal.",
-                &["job", "result"],
-            ),
-            skips: counter_vec(
-                &jr,
-                "cronstable_job_skips_total",
-                "Firings not run on this node, by reason (gate or executor).",
-                &["job", "reason"],
-            ),
-            missed: counter_vec(
-                &jr,
-                "cronstable_job_missed_firings_total",
-                "Firings this node's executor owned but could not start in time.",
-                &["job"],
-            ),
-            duration,
+            process: ProcessSeries::register(&r),
+            jobs: JobSeries::register(&jr),
             registry: r,
             job_registry: jr,
             job_generation: AtomicU64::new(0),
             scrape: Mutex::new(None),
         };
         // Both results from the start, so a dashboard sees 0 rather than no series.
-        for result in ["applied", "refused"] {
-            inner.reloads.with_label_values(&[result]);
-        }
+        let _ = ["applied", "refused"].map(|result| inner.reloads.with_label_values(&[result]));
         inner.refused_calls.with_label_values(&["grpc"]);
         Self {
             inner: Arc::new(inner),
@@ -338,7 +360,7 @@ impl Metrics {
     /// came before it (`cronstable_restarts_total`, absent without a count).
     pub fn set_process(&self, process: &crate::observe::process::ProcessInfo) {
         let m = &self.inner;
-        m.process_start.set(process.started_at_ms as f64 / 1000.0);
+        m.process.start.set(process.started_at_ms as f64 / 1000.0);
         if let Some(restarts) = process.restarts {
             let c = IntCounter::new(
                 "cronstable_restarts_total",
@@ -390,15 +412,18 @@ impl Metrics {
         match &record.event {
             Event::Decided { verdict, reason } => {
                 if record.kind == FiringKind::Scheduled {
-                    m.firings.with_label_values(&[job, verdict.as_str()]).inc();
+                    m.jobs
+                        .firings
+                        .with_label_values(&[job, verdict.as_str()])
+                        .inc();
                 }
                 if *verdict == Verdict::Skip {
-                    m.skips.with_label_values(&[job, reason.code()]).inc();
+                    m.jobs.skips.with_label_values(&[job, reason.code()]).inc();
                 }
             }
             Event::Skipped { reason, .. } => {
                 let code = reason.map_or("unknown", |r| r.code());
-                m.skips.with_label_values(&[job, code]).inc();
+                m.jobs.skips.with_label_values(&[job, code]).inc();
                 if matches!(
                     reason,
                     Some(
@@ -406,12 +431,13 @@ impl Metrics {
                             | cronstable_core::Reason::CoordinatorUnreachable
                     )
                 ) {
-                    m.missed.with_label_values(&[job]).inc();
+                    m.jobs.missed.with_label_values(&[job]).inc();
                 }
             }
             Event::Finished(end) => {
-                m.runs.with_label_values(&[job, end.result()]).inc();
-                m.duration
+                m.jobs.runs.with_label_values(&[job, end.result()]).inc();
+                m.jobs
+                    .duration
                     .with_label_values(&[job])
                     .observe(end.duration_ms as f64 / 1000.0);
             }
@@ -482,9 +508,9 @@ impl Metrics {
         }
         let usage = crate::observe::process::usage();
         if let Some(cpu) = usage.cpu_seconds {
-            let delta = cpu - m.process_cpu.get();
+            let delta = cpu - m.process.cpu.get();
             if delta > 0.0 {
-                m.process_cpu.inc_by(delta);
+                m.process.cpu.inc_by(delta);
             }
         }
         let set = |g: &IntGauge, v: Option<u64>| {
@@ -492,10 +518,10 @@ impl Metrics {
                 g.set(i64::try_from(v).unwrap_or(i64::MAX));
             }
         };
-        set(&m.process_resident, usage.resident_bytes);
-        set(&m.process_virtual, usage.virtual_bytes);
-        set(&m.process_open_fds, usage.open_fds);
-        set(&m.process_max_fds, usage.max_fds);
+        set(&m.process.resident, usage.resident_bytes);
+        set(&m.process.virt, usage.virtual_bytes);
+        set(&m.process.open_fds, usage.open_fds);
+        set(&m.process.max_fds, usage.max_fds);
         // Read before encoding: an observation made while encoding leaves the text stale.
         let generation = m.job_generation.load(Ordering::Acquire);
         let job_text = match one_scrape.as_ref() {

@@ -90,6 +90,24 @@ impl Answer {
         }
     }
 
+    /// The coordinator's answer as the shim reads it off the wire: anything this shim does
+    /// not understand is treated as "do not run", and a deferral is asked again after at least
+    /// 100 ms.
+    pub fn from_wire(r: pb::ShouldRunResponse) -> Self {
+        Self {
+            verdict: verdict_from_wire(r.verdict).unwrap_or(Verdict::Skip),
+            reason: reason_from_wire(r.reason),
+            message: r.message,
+            owner: r.owner,
+            fence: r.fence,
+            retry_after: Duration::from_millis(r.retry_after_ms.max(100)),
+            firing_id: r.firing_id,
+            node_name: r.node_name,
+            election: stamp_from_wire(r.election.as_ref()),
+            decided_by: DecidedBy::Coordinator,
+        }
+    }
+
     /// The shim decided alone, without a coordinator's answer.
     pub fn is_local(&self) -> bool {
         self.decided_by == DecidedBy::Shim
@@ -194,20 +212,7 @@ impl Coordinator {
             instance_id: self.instance_id.to_string(),
         };
         let r = self.questions.ask(&self.client, self.deadline, req).await?;
-        // Anything this shim does not understand is treated as "do not run".
-        let verdict = verdict_from_wire(r.verdict).unwrap_or(Verdict::Skip);
-        Ok(Answer {
-            verdict,
-            reason: reason_from_wire(r.reason),
-            message: r.message,
-            owner: r.owner,
-            fence: r.fence,
-            retry_after: Duration::from_millis(r.retry_after_ms.max(100)),
-            firing_id: r.firing_id,
-            node_name: r.node_name,
-            election: stamp_from_wire(r.election.as_ref()),
-            decided_by: DecidedBy::Coordinator,
-        })
+        Ok(Answer::from_wire(r))
     }
 
     /// Reports a skip the shim decided itself. A report the coordinator does not take is

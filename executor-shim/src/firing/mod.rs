@@ -71,6 +71,29 @@ pub struct FiringContext {
 }
 
 impl FiringContext {
+    /// The context of a shim starting now: not registered, not standby, nothing remembered
+    /// of the coordinator's election mode yet.
+    pub fn new(
+        coordinator: Coordinator,
+        supervisor: Supervisor,
+        job_set_id: watch::Receiver<JobSetId>,
+        stopping: watch::Receiver<bool>,
+        jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
+    ) -> Self {
+        Self {
+            coordinator,
+            supervisor,
+            job_set_id,
+            stopping,
+            reregister: Arc::new(Notify::new()),
+            jobs,
+            wakeups: crate::coordinator::wakeups::DeferredWakeups::new(),
+            registered: Arc::new(watch::channel(None).0),
+            standby: Arc::new(watch::channel(None).0),
+            election: Arc::new(watch::channel(ElectionMemory::default()).0),
+        }
+    }
+
     fn stopping(&self) -> bool {
         *self.stopping.borrow()
     }
@@ -469,7 +492,76 @@ async fn launch(
     gate: &Answer,
 ) -> Option<Outcome> {
     let at_ms = scheduled_at.timestamp_millis();
-    let launch = Launch {
+    let reporter = ctx.coordinator.clone();
+    let name = job.name.clone();
+    let result = ctx
+        .supervisor
+        .run(
+            launch_of(job, scheduled_at, kind, attempt, gate),
+            move |pid, started_at| {
+                tracing::info!(
+                    job = name,
+                    pid,
+                    attempt,
+                    reason = gate.why().code(),
+                    "run started"
+                );
+                // Reported off the launch path so a slow coordinator never delays a job's start.
+                crate::spawn(async move {
+                    let event = pb::report_run_request::Event::Started(pb::RunStarted {
+                        started_at_ms: started_at.timestamp_millis(),
+                        pid,
+                    });
+                    let _ = reporter.report(&name, at_ms, kind, attempt, event).await;
+                });
+            },
+        )
+        .await;
+    let report = |event| {
+        ctx.coordinator
+            .report(&job.name, at_ms, kind, attempt, event)
+    };
+    match result {
+        Ok(outcome) => {
+            tracing::info!(
+                job = job.name,
+                pid = outcome.pid,
+                exit_code = ?outcome.exit_code,
+                signal = ?outcome.signal,
+                timed_out = outcome.timed_out,
+                "run finished"
+            );
+            if let Err(e) = report(finished(&outcome)).await {
+                tracing::debug!(job = job.name, error = %e, "could not report a finish");
+            }
+            Some(outcome)
+        }
+        Err(LaunchError::AlreadyRunning) => {
+            let msg = Reason::ConcurrencyPolicy.describe().to_owned();
+            tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
+            ctx.coordinator
+                .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
+                .await;
+            None
+        }
+        Err(LaunchError::ShuttingDown) => None,
+        Err(LaunchError::Spawn(e)) => {
+            tracing::error!(job = job.name, error = %e, "could not start /bin/sh");
+            let _ = report(not_started(&e.to_string())).await;
+            None
+        }
+    }
+}
+
+/// What the supervisor starts for `job`'s firing at `scheduled_at`, on the RUN `gate`.
+fn launch_of(
+    job: &JobSpec,
+    scheduled_at: DateTime<Utc>,
+    kind: FiringKind,
+    attempt: u32,
+    gate: &Answer,
+) -> Launch {
+    Launch {
         job: job.name.clone(),
         command: job.command.clone(),
         stdin: job.stdin.clone(),
@@ -486,89 +578,37 @@ async fn launch(
         // same moment must not both start.
         exclusive: kind != FiringKind::Manual
             && job.concurrency_policy == ConcurrencyPolicy::Forbid,
-    };
-    let reporter = ctx.coordinator.clone();
-    let name = job.name.clone();
-    let result = ctx
-        .supervisor
-        .run(launch, move |pid, started_at| {
-            tracing::info!(
-                job = name,
-                pid,
-                attempt,
-                reason = gate.why().code(),
-                "run started"
-            );
-            // Reported off the launch path so a slow coordinator never delays a job's start.
-            crate::spawn(async move {
-                let event = pb::report_run_request::Event::Started(pb::RunStarted {
-                    started_at_ms: started_at.timestamp_millis(),
-                    pid,
-                });
-                let _ = reporter.report(&name, at_ms, kind, attempt, event).await;
-            });
-        })
-        .await;
-    match result {
-        Ok(outcome) => {
-            tracing::info!(
-                job = job.name,
-                pid = outcome.pid,
-                exit_code = ?outcome.exit_code,
-                signal = ?outcome.signal,
-                timed_out = outcome.timed_out,
-                "run finished"
-            );
-            let event = pb::report_run_request::Event::Finished(pb::RunFinished {
-                started_at_ms: outcome.started_at.timestamp_millis(),
-                finished_at_ms: outcome.finished_at.timestamp_millis(),
-                exit_code: outcome.exit_code,
-                signal: outcome.signal,
-                timed_out: outcome.timed_out,
-                output_tail: outcome.output_tail.clone(),
-                duration_ms: (outcome.finished_at - outcome.started_at)
-                    .num_milliseconds()
-                    .max(0) as u64,
-            });
-            if let Err(e) = ctx
-                .coordinator
-                .report(&job.name, at_ms, kind, attempt, event)
-                .await
-            {
-                tracing::debug!(job = job.name, error = %e, "could not report a finish");
-            }
-            Some(outcome)
-        }
-        Err(LaunchError::AlreadyRunning) => {
-            let msg = Reason::ConcurrencyPolicy.describe().to_owned();
-            tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
-            ctx.coordinator
-                .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
-                .await;
-            None
-        }
-        Err(LaunchError::ShuttingDown) => None,
-        Err(LaunchError::Spawn(e)) => {
-            tracing::error!(job = job.name, error = %e, "could not start /bin/sh");
-            // Recorded as a run that ended without an exit code, with the reason as its output,
-            // so the ledger never shows a RUN decision with nothing after it.
-            let now = clock::now_ms();
-            let event = pb::report_run_request::Event::Finished(pb::RunFinished {
-                started_at_ms: now,
-                finished_at_ms: now,
-                exit_code: None,
-                signal: None,
-                timed_out: false,
-                output_tail: format!("could not start /bin/sh: {e}"),
-                duration_ms: 0,
-            });
-            let _ = ctx
-                .coordinator
-                .report(&job.name, at_ms, kind, attempt, event)
-                .await;
-            None
-        }
     }
+}
+
+/// The report of a run that ended.
+fn finished(outcome: &Outcome) -> pb::report_run_request::Event {
+    pb::report_run_request::Event::Finished(pb::RunFinished {
+        started_at_ms: outcome.started_at.timestamp_millis(),
+        finished_at_ms: outcome.finished_at.timestamp_millis(),
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        timed_out: outcome.timed_out,
+        output_tail: outcome.output_tail.clone(),
+        duration_ms: (outcome.finished_at - outcome.started_at)
+            .num_milliseconds()
+            .max(0) as u64,
+    })
+}
+
+/// The report of a run whose shell could not start: a run that ended without an exit code,
+/// with the reason as its output, so the ledger never shows a RUN decision with nothing after.
+fn not_started(why: &str) -> pb::report_run_request::Event {
+    let now = clock::now_ms();
+    pb::report_run_request::Event::Finished(pb::RunFinished {
+        started_at_ms: now,
+        finished_at_ms: now,
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        output_tail: format!("could not start /bin/sh: {why}"),
+        duration_ms: 0,
+    })
 }
 
 #[cfg(test)]

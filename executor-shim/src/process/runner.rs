@@ -199,19 +199,7 @@ impl Supervisor {
         launch: Launch,
         on_started: impl FnOnce(u32, DateTime<Utc>),
     ) -> Result<Outcome, LaunchError> {
-        let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c")
-            .arg(&launch.command)
-            .envs(&launch.env)
-            .process_group(0)
-            .stdin(if launch.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(false);
+        let mut cmd = shell(&launch);
         // fork/exec is synchronous and, on a loaded machine, takes milliseconds: done on the
         // runtime's one thread, a minute in which hundreds of jobs start would stall every
         // other firing's ShouldRun answer behind it until its deadline passed. So it runs on a
@@ -260,32 +248,7 @@ impl Supervisor {
                 .map(|e| spawn_reader(e, tail.clone(), true)),
         ];
 
-        let mut timed_out = false;
-        let status = match launch.timeout {
-            None => child.wait().await,
-            Some(limit) => match tokio::time::timeout(limit, child.wait()).await {
-                Ok(status) => status,
-                Err(_) => {
-                    timed_out = true;
-                    tracing::warn!(
-                        job = launch.job,
-                        pid,
-                        "run timed out; stopping its process group"
-                    );
-                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGTERM);
-                    let status = match tokio::time::timeout(KILL_GRACE, child.wait()).await {
-                        Ok(status) => status,
-                        Err(_) => {
-                            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-                            child.wait().await
-                        }
-                    };
-                    // Whatever the shell did, no member of its group survives the timeout.
-                    let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
-                    status
-                }
-            },
-        };
+        let (status, timed_out) = wait_within(&mut child, pid, launch.timeout, &launch.job).await;
         let finished_at = clock::now();
         self.table().runs.remove(&pid);
         for reader in readers.into_iter().flatten() {
@@ -304,6 +267,54 @@ impl Supervisor {
             output_tail,
         })
     }
+}
+
+/// `/bin/sh -c` with the launch's command and environment, in a process group of its own (so
+/// a timeout stops everything it started), its output piped for the tail.
+fn shell(launch: &Launch) -> Command {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(&launch.command)
+        .envs(&launch.env)
+        .process_group(0)
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false);
+    cmd
+}
+
+/// Waits for `child` (pid `pid`), at most `timeout`: past it, SIGTERM to its process group,
+/// SIGKILL after [`KILL_GRACE`], and whatever the shell did, no member of its group survives.
+/// Returns the exit status and whether the timeout ended it.
+async fn wait_within(
+    child: &mut tokio::process::Child,
+    pid: u32,
+    timeout: Option<Duration>,
+    job: &str,
+) -> (std::io::Result<std::process::ExitStatus>, bool) {
+    let Some(limit) = timeout else {
+        return (child.wait().await, false);
+    };
+    if let Ok(status) = tokio::time::timeout(limit, child.wait()).await {
+        return (status, false);
+    }
+    tracing::warn!(job, pid, "run timed out; stopping its process group");
+    let group = Pid::from_raw(pid as i32);
+    let _ = killpg(group, Signal::SIGTERM);
+    let status = match tokio::time::timeout(KILL_GRACE, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = killpg(group, Signal::SIGKILL);
+            child.wait().await
+        }
+    };
+    let _ = killpg(group, Signal::SIGKILL);
+    (status, true)
 }
 
 /// The last [`OUTPUT_TAIL_BYTES`] of a run's output.

@@ -7,6 +7,7 @@
 //! scanners over it. They are not a Rust parser; they are exact for the code in this
 //! repository, and their own tests pin the constructs they must see through.
 
+pub mod functions;
 pub mod imports;
 pub mod requirements;
 pub mod scan;

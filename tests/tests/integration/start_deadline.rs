@@ -122,13 +122,18 @@ fn a_question_after_the_start_deadline_is_skipped_by_whoever_leads_now() {
         ask(&b.api, "sweep", now - 100_000),
         (pb::Verdict::Skip, pb::Reason::StartingDeadline)
     );
-    // Logged once per question, with the reason.
+    // Logged once per question, with the reason. The process writes its line before it answers,
+    // but this harness reads its output on another thread: wait until both lines are read.
+    let count = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("firing decided") && l.contains("reason=\"starting_deadline\""))
+            .count()
+    };
+    wait_for("both start-deadline decisions in b's log", || {
+        (count(&b.proc.log()) >= 2).then_some(())
+    });
     let log = b.proc.log();
-    let decided: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("firing decided") && l.contains("reason=\"starting_deadline\""))
-        .collect();
-    assert_eq!(decided.len(), 2, "{log}");
+    assert_eq!(count(&log), 2, "{log}");
 }
 
 #[test]
