@@ -137,8 +137,7 @@ impl JobRegistry {
                 }
             }
             next.extend(own);
-            let specs: Vec<JobSpec> = next.values().map(|j| j.spec.clone()).collect();
-            let id = job_set_id(&specs);
+            let id = job_set_id(next.values().map(|j| &j.spec));
             let changed = next != current.jobs;
             *current = Arc::new(JobSet { jobs: next, id });
             changed

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use cronstable_core::fingerprint::job_set_id;
-use cronstable_core::{FiringKind, JobSpec, Reason};
+use cronstable_core::{FiringKind, Reason};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -308,8 +308,7 @@ async fn stop_all(supervisor: &Supervisor, grace: Duration, mut firings: JoinSet
 
 /// The job-set ID of the shim's own jobs.
 fn id_of(jobs: &[LoadedJob]) -> cronstable_core::fingerprint::JobSetId {
-    let specs: Vec<JobSpec> = jobs.iter().map(|j| (*j.spec).clone()).collect();
-    job_set_id(&specs)
+    job_set_id(jobs.iter().map(|j| &*j.spec))
 }
 
 fn report_errors(errors: &[String]) {

@@ -10,10 +10,20 @@
 
 use std::time::{Duration, Instant};
 
-use cronstable_tests::{Coordinator, rss_kib, start_shim};
+use cronstable_tests::{Coordinator, rss_kib, start_shim, status_kib};
 
 fn rss_mib(pid: u32) -> f64 {
     rss_kib(pid) as f64 / 1024.0
+}
+
+/// Resident memory split into the heap and stacks (anonymous) and the mapped binary (file).
+fn split(pid: u32) -> String {
+    let mib = |key| status_kib(pid, key) as f64 / 1024.0;
+    format!(
+        "anonymous {:.1} MiB, file {:.1} MiB",
+        mib("RssAnon"),
+        mib("RssFile")
+    )
 }
 
 fn main() {
@@ -37,6 +47,7 @@ fn main() {
     let coordinator = Coordinator::start(dir.path());
     std::thread::sleep(Duration::from_secs(1));
     let empty = rss_mib(coordinator.proc.pid());
+    let empty_split = split(coordinator.proc.pid());
     let started = Instant::now();
     let shim = start_shim(&crontab, &coordinator.api, &[]);
     shim.wait_log("registered with the coordinator");
@@ -54,5 +65,10 @@ fn main() {
         registered.as_secs_f64() * 1000.0,
         rss_mib(coordinator.proc.pid()),
         rss_mib(shim.pid())
+    );
+    println!(
+        "  coordinator before: {empty_split}; after: {}; shim: {}",
+        split(coordinator.proc.pid()),
+        split(shim.pid())
     );
 }

@@ -17,7 +17,7 @@
 //! - [`fingerprint`]: the job-set ID (`v1:` + SHA-256) and the cluster-wide firing ID.
 //! - [`drift`]: the per-peer drift streak behind `driftAfter`.
 //! - [`gossip`]: the gossip round: agreement, quorum, candidates, leader, conflicts, hold.
-//! - [`schedule`]: crontab schedule semantics on top of croner, with time zones and DST.
+//! - [`schedule`]: crontab schedule semantics, with time zones and DST.
 //! - [`crontab`]: the crontab file parser (cronie/Vixie compatible, with annotations).
 //! - [`jobfile`]: the YAML job file parser.
 //! - [`yaml`]: YAML deserialization with file, line and key path in every error.

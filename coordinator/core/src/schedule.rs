@@ -1,6 +1,6 @@
 //! Crontab schedule semantics: what a schedule expression means, and which instants it is due
-//! at in a time zone, DST included. croner does the calendar walk; this module owns the syntax
-//! and the time-zone rules, so both follow cronie/Vixie cron rather than croner's own choices.
+//! at in a time zone, DST included. The syntax and the time-zone rules follow cronie/Vixie cron;
+//! the calendar walk itself is [`calendar`].
 //!
 //! # Expressions
 //!
@@ -15,8 +15,8 @@
 //! - The aliases `@yearly` = `@annually` (`0 0 1 1 *`), `@monthly`, `@weekly` (`0 0 * * 0`),
 //!   `@daily` = `@midnight` (`0 0 * * *`), `@hourly` and `@reboot`, case-insensitive.
 //!
-//! Like cronie, `5/10` (a step without a range), backwards ranges (`5-1`) and croner's
-//! extensions (`L`, `W`, `#`, `?`) are refused, with an error naming the field. A schedule that
+//! Like cronie, `5/10` (a step without a range), backwards ranges (`5-1`) and the
+//! extensions some cron libraries take (`L`, `W`, `#`, `?`) are refused, with an error naming the field. A schedule that
 //! can never fire (`0 0 30 2 *`) is accepted, as cronie accepts it (it is a known way to park a
 //! job); it simply has no instants.
 //!
@@ -37,11 +37,11 @@
 //! - a wall time that a fall-back repeats runs a fixed-time job once, on its first occurrence,
 //!   and a wildcard job on both (`*/30` fires at 01:00 and 01:30 EDT, then again EST).
 //!
-//! croner makes the same choice only for single-valued fields, so `30 1,13 * * *` would run
-//! twice on a fall-back day there. This module therefore walks the *wall clock* with croner (on
-//! a UTC carrier, which has no DST) and maps each wall-clock match to instants itself. The due
-//! instants form one set, so [`Schedule::next_after`] and [`Schedule::latest_at_or_before`]
-//! always agree, and iterating `next_after` is strictly increasing.
+//! Cron libraries that apply DST rules themselves (croner among them) make that choice only for
+//! single-valued fields, so `30 1,13 * * *` would run twice on a fall-back day there. This
+//! module therefore walks the *wall clock* as a plain calendar ([`calendar`]) and maps each
+//! wall-clock match to instants itself. The due instants form one set, so
+//! [`Schedule::next_after`] and [`Schedule::latest_at_or_before`] always agree, and iterating `next_after` is strictly increasing.
 //!
 //! Nothing here reads a clock: every instant is an argument.
 
@@ -49,8 +49,8 @@ use std::fmt;
 
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
 use chrono_tz::{GapInfo, Tz};
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
+
+mod calendar;
 
 /// Why a schedule expression (or its time zone) cannot be used. Messages name the bad part.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
@@ -101,15 +101,6 @@ pub enum ScheduleError {
     /// The time zone is not an IANA name chrono-tz knows (names are case-sensitive).
     #[error("unknown time zone `{0}`: expected an IANA name such as Europe/Berlin or UTC")]
     UnknownTimeZone(String),
-    /// croner refused the normalised pattern. Field validation runs first, so this means a
-    /// disagreement between the two parsers; the message keeps croner's words.
-    #[error("schedule `{expr}`: {message}")]
-    Croner {
-        /// The expression as given.
-        expr: String,
-        /// croner's message.
-        message: String,
-    },
 }
 
 fn field_count_message(expr: &str, count: usize) -> String {
@@ -136,12 +127,9 @@ pub enum Schedule {
 /// A recurring schedule bound to its time zone. Opaque: use the [`Schedule`] methods.
 #[derive(Clone)]
 pub struct CronSchedule {
-    /// The wall-clock pattern, normalised to plain numbers. croner's parsed form is rebuilt for
-    /// each search rather than kept: it carries a byte per possible year (about 5 KB), which
-    /// for a thousand jobs would dwarf everything else the shim holds.
-    pattern: String,
-    /// Day-of-month and day-of-week combine with AND (Vixie's `*` rule).
-    dom_and_dow: bool,
+    /// The wall-clock value sets, day-of-month and day-of-week combined as Vixie's `*` rule
+    /// says.
+    fields: calendar::Fields,
     tz: Tz,
     has_seconds: bool,
     /// Vixie's wildcard job (see the module docs): runs both passes of a repeated hour and
@@ -293,15 +281,6 @@ fn number(s: &str) -> Option<u32> {
     digits.then(|| s.parse().unwrap_or(u32::MAX))
 }
 
-/// A field as croner reads it: the explicit list of its values.
-fn list(bits: u64) -> String {
-    let values: Vec<String> = (0..64)
-        .filter(|v| bits & (1 << v) != 0)
-        .map(|v| v.to_string())
-        .collect();
-    values.join(",")
-}
-
 /// The five-field text an alias stands for; `None` if `expr` is not an alias.
 fn expand_alias(expr: &str) -> Result<Option<&'static str>, ScheduleError> {
     if !expr.starts_with('@') {
@@ -374,16 +353,16 @@ impl Schedule {
             && !(1..=12).any(|m| {
                 month.bits & (1 << m) != 0 && (1..=longest[m]).any(|d| dom.bits & (1 << d) != 0)
             });
-        let pattern = [&second, &minute, &hour, &dom, &month, &dow]
-            .map(|f| list(f.bits))
-            .join(" ");
-        build_cron(&pattern, both_days).map_err(|e| ScheduleError::Croner {
-            expr: expr.to_owned(),
-            message: e.to_string(),
-        })?;
         Ok(Schedule::Cron(CronSchedule {
-            pattern,
-            dom_and_dow: both_days,
+            fields: calendar::Fields {
+                second: second.bits,
+                minute: minute.bits,
+                hour: hour.bits,
+                dom: dom.bits,
+                month: month.bits,
+                dow: dow.bits,
+                dom_and_dow: both_days,
+            },
             tz,
             has_seconds,
             wildcard: minute.star || hour.star || (has_seconds && second.star),
@@ -434,7 +413,7 @@ impl Schedule {
     }
 
     /// The first due instant strictly after `after`; `None` for `@reboot`, for a schedule that
-    /// never fires, or past the year 5000 (croner's limit).
+    /// never fires, or past the year 5000 (the calendar's limit).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             Schedule::Cron(c) if !c.never => c.next_after(whole_second(after)),
@@ -445,8 +424,8 @@ impl Schedule {
     /// The most recent due instant at or before `at`: the greatest `t <= at` with
     /// `next_after(t - 1s) == t`. `None` for `@reboot`, for a schedule that never fires, or
     /// before the year 1. The search is cheap: no schedule that can fire goes more than a few
-    /// decades between instants (a Sunday the 29th of February is the sparsest), and croner
-    /// walks whole days and months at a time.
+    /// decades between instants (a Sunday the 29th of February is the sparsest), and the
+    /// calendar walk jumps whole days and months at a time.
     pub fn latest_at_or_before(&self, at: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
             Schedule::Cron(c) if !c.never => c.latest_at_or_before(whole_second(at)),
@@ -468,37 +447,27 @@ fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {
 /// overlap, so real zones need two or three.
 const MAX_STEPS: usize = 64;
 
-/// croner's matcher for a normalised six-field pattern (validated once by `Schedule::parse`).
-fn build_cron(pattern: &str, dom_and_dow: bool) -> Result<Cron, croner::errors::CronError> {
-    CronParser::builder()
-        .seconds(Seconds::Required)
-        .year(Year::Disallowed)
-        .dom_and_dow(dom_and_dow)
-        .build()
-        .parse(pattern)
-}
-
 // === impl CronSchedule ===
 
 impl CronSchedule {
-    /// The next wall-clock match after (or at) `wall`, walked on a UTC carrier: UTC has no
-    /// clock changes, so croner sees a plain calendar and its own DST handling never applies.
+    /// The next wall-clock match after (or at) `wall`, on a plain calendar.
     fn next_wall(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
-        let carrier = Utc.from_utc_datetime(&wall);
-        build_cron(&self.pattern, self.dom_and_dow)
-            .ok()?
-            .find_next_occurrence(&carrier, inclusive)
-            .ok()
-            .map(|t| t.naive_utc())
+        let from = if inclusive {
+            wall
+        } else {
+            wall.checked_add_signed(TimeDelta::seconds(1))?
+        };
+        self.fields.next(from)
     }
 
+    /// The last wall-clock match before (or at) `wall`, on a plain calendar.
     fn prev_wall(&self, wall: NaiveDateTime, inclusive: bool) -> Option<NaiveDateTime> {
-        let carrier = Utc.from_utc_datetime(&wall);
-        build_cron(&self.pattern, self.dom_and_dow)
-            .ok()?
-            .find_previous_occurrence(&carrier, inclusive)
-            .ok()
-            .map(|t| t.naive_utc())
+        let from = if inclusive {
+            wall
+        } else {
+            wall.checked_sub_signed(TimeDelta::seconds(1))?
+        };
+        self.fields.previous(from)
     }
 
     /// The instants a wall-clock match is due at, by Vixie's rules (module docs).

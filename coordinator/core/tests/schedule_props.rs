@@ -212,7 +212,7 @@ proptest! {
 
 #[test]
 fn the_ends_of_time_give_none_rather_than_panic() {
-    // croner searches the years 1 to 5000; beyond them there is nothing, and chrono's own
+    // The calendar searches the years 1 to 5000; beyond them there is nothing, and chrono's own
     // extremes (where a local reading overflows) must not panic either.
     let year = |y: i32| Utc.with_ymd_and_hms(y, 6, 1, 0, 0, 0).unwrap();
     for expr in ["* * * * *", "*/10 * * * * *", "0 0 29 2 *", "@yearly"] {

@@ -209,8 +209,7 @@ fn a_frequent_job_across_the_overlap_fires_every_real_instant_in_order() {
 
 #[test]
 fn instants_are_strictly_increasing_across_every_clock_change_of_the_year() {
-    // Each search rebuilds croner's matcher (see schedule.rs), so walk the weeks around the
-    // 2026 clock changes of each zone rather than the whole year.
+    // The whole of 2026 in each zone, every instant of each schedule in turn.
     for tz in [
         "UTC",
         "America/New_York",
@@ -220,17 +219,11 @@ fn instants_are_strictly_increasing_across_every_clock_change_of_the_year() {
     ] {
         for expr in ["*/15 * * * *", "0 * * * *", "30 2 * * *", "30 1 * * 0"] {
             let s = Schedule::parse(expr, Some(tz)).unwrap();
-            // Windows around March/April and October/November, where the changes fall.
-            for (start, end) in [
-                (utc(2026, 3, 5, 0, 0, 0), utc(2026, 4, 10, 0, 0, 0)),
-                (utc(2026, 9, 30, 0, 0, 0), utc(2026, 11, 5, 0, 0, 0)),
-            ] {
-                let mut t = start;
-                while t < end {
-                    let next = s.next_after(t).unwrap();
-                    assert!(next > t, "{expr} in {tz}: {next} after {t}");
-                    t = next;
-                }
+            let (mut t, end) = (utc(2026, 1, 1, 0, 0, 0), utc(2027, 1, 1, 0, 0, 0));
+            while t < end {
+                let next = s.next_after(t).unwrap();
+                assert!(next > t, "{expr} in {tz}: {next} after {t}");
+                t = next;
             }
         }
     }

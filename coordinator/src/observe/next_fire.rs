@@ -1,10 +1,9 @@
 //! Each job's parsed schedule and next fire, remembered until they change.
 //!
-//! A schedule search is not free: the core's `Schedule` rebuilds croner's matcher for every
-//! search to keep its memory small, about a tenth of a millisecond per job. The displays that
-//! show a `nextFire` for every job (`GET /jobs`, the gossip run summaries) would pay that for
-//! every job on every rebuild, although a job's next fire only changes when it passes. This
-//! memo searches again only then, or when the clock went backwards, or the job set changed.
+//! The displays that show a `nextFire` for every job (`GET /jobs`, the gossip run summaries)
+//! would otherwise parse and search every schedule on every rebuild, although a job's next fire
+//! only changes when it passes: cheap for one job, not for 10,000 every round. This memo
+//! searches again only then, or when the clock went backwards, or the job set changed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
