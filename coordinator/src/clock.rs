@@ -36,6 +36,18 @@ impl Now {
             unix_ms: now_ms(),
         }
     }
+
+    /// Both clocks again, later in the same decision: the monotonic clock now, and the wall
+    /// clock advanced by what the monotonic clock measured since `self`, so a wall-clock step
+    /// between the two readings cannot move the second one.
+    pub fn again(self) -> Self {
+        let at = tokio::time::Instant::now();
+        let elapsed = at.saturating_duration_since(self.at).as_millis();
+        Self {
+            at,
+            unix_ms: self.unix_ms + i64::try_from(elapsed).unwrap_or(i64::MAX / 2),
+        }
+    }
 }
 
 #[cfg(test)]

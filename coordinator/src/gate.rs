@@ -7,8 +7,8 @@
 //! (`ClusterView::gate_for`, plus the two facts only the firing knows: whether a lease
 //! holder was seen renewing since its instant, and whether the `@reboot` record is about this
 //! job set), decides, and names the [`Effect`]s. `CoordinatorState::should_run` performs them
-//! in order: mark the executor's pace, write a Leader one-shot's "already ran" record first
-//! (which may change the answer), track a deferred one-shot for the `RunDeferred` push, record
+//! in order: mark the executor's pace, write a Leader one-shot's "already ran" record or a
+//! scheduled Leader firing's claim first (either may change the answer), track a deferred one-shot for the `RunDeferred` push, record
 //! the decision.
 
 use cronstable_core::fingerprint::firing_id;
@@ -50,6 +50,10 @@ pub enum Effect {
     /// write; DEFER if the write fails. A holder that dies right after its executor starts the
     /// one-shot must leave a record its successor finds.
     RecordOneShotFirst,
+    /// A scheduled Leader firing answered RUN: claim it in the store first (where the backend
+    /// keeps claims, [`crate::lease::claims`]), then answer from the view as it is after the
+    /// write; SKIP (`already_ran`) if another claim holds it, DEFER if the write fails.
+    ClaimFirst,
     /// An `@reboot` one-shot: remember the final verdict for the `RunDeferred` push.
     TrackOneShot {
         /// The job's executor.
@@ -105,6 +109,12 @@ pub fn gate(view: &ClusterView, set: &JobSet, firing: &Firing, now: Now) -> Opti
         && policy == ClusterPolicy::Leader
     {
         effects.push(Effect::RecordOneShotFirst);
+    }
+    if answer.decision.verdict == Verdict::Run
+        && kind == FiringKind::Scheduled
+        && policy == ClusterPolicy::Leader
+    {
+        effects.push(Effect::ClaimFirst);
     }
     if kind == FiringKind::Reboot {
         effects.push(Effect::TrackOneShot { executor_id });

@@ -335,6 +335,11 @@ impl CoordinatorState {
                             .await;
                     }
                 }
+                Effect::ClaimFirst => {
+                    if let Some(store) = self.reboot_store() {
+                        answer = self.claim_first(&store, &set, firing, answer, now).await;
+                    }
+                }
                 Effect::TrackOneShot { executor_id } => self.deferred.answered(
                     &firing.job,
                     firing.scheduled_at_ms,
@@ -345,6 +350,77 @@ impl CoordinatorState {
             }
         }
         Some(answer)
+    }
+
+    /// Claims a scheduled Leader firing in the store ([`crate::lease::claims`]), then answers
+    /// from the view as it is after the write (the write took time; a leadership lost
+    /// meanwhile must not be answered RUN, and the claim then stands: the firing runs nowhere,
+    /// which is said loudly). SKIP (`already_ran`) when another claim holds the firing, DEFER
+    /// when the claim cannot be written.
+    async fn claim_first(
+        &self,
+        store: &Arc<crate::lease::reboot_store::RebootStore>,
+        set: &crate::jobs::JobSet,
+        firing: &Firing,
+        answer: Answer,
+        now: Now,
+    ) -> Answer {
+        use crate::lease::claims::{Claimed, FiringClaim, judge, retention};
+        let job = firing.job.as_str();
+        let mine = FiringClaim {
+            job: job.to_owned(),
+            scheduled_at_ms: firing.scheduled_at_ms,
+            node: answer.node.clone(),
+            fence: answer.fence.clone().unwrap_or_default(),
+            claimed_at_ms: now.unix_ms,
+        };
+        let longest_deadline = || {
+            let deadlines = set.jobs.values().map(|j| j.spec.starting_deadline());
+            retention(deadlines.max().unwrap_or_default())
+        };
+        let with = |decision: Decision, message: String| Answer {
+            decision,
+            message,
+            ..answer.clone()
+        };
+        match store
+            .claim(&mine, longest_deadline)
+            .await
+            .map(|w| judge(&mine, w))
+        {
+            Ok(Claimed::Won) => {
+                let after = crate::gate::gate(&self.view.borrow(), set, firing, now.again())
+                    .map_or(answer.clone(), |g| g.answer);
+                if after.decision.verdict != cronstable_core::Verdict::Run {
+                    tracing::warn!(
+                        job,
+                        scheduled_at_ms = firing.scheduled_at_ms,
+                        "this node stopped leading while it claimed the firing ({}); the claim \
+                         stands, so this firing runs on no node",
+                        after.message
+                    );
+                }
+                after
+            }
+            Ok(Claimed::Taken(whose)) => with(
+                Decision::skip(cronstable_core::Reason::AlreadyRan),
+                format!("this firing already ran: it was {whose}, and a firing runs once"),
+            ),
+            Err(e) => {
+                let message = format!(
+                    "the firing's claim could not be written to the store before running it \
+                     ({e}); it waits and is asked again"
+                );
+                tracing::warn!(job, scheduled_at_ms = firing.scheduled_at_ms, "{message}");
+                with(
+                    Decision {
+                        verdict: cronstable_core::Verdict::Defer,
+                        reason: cronstable_core::Reason::ConvergenceHold,
+                    },
+                    message,
+                )
+            }
+        }
     }
 
     /// Writes a Leader one-shot's "already ran" record, then answers from the view as it is

@@ -205,6 +205,33 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
         .unwrap()
 }
 
+/// One `ShouldRun` of a scheduled firing of `job` at `at_ms` on the coordinator at `api`, asked
+/// as executor `late-asker`: a client that is not the job's shim (a gate, a retrying client).
+pub fn ask_scheduled(api: &str, job: &str, at_ms: i64) -> cronstable_proto::v1::ShouldRunResponse {
+    use cronstable_proto::v1 as pb;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut client = pb::executor_client::ExecutorClient::connect(api.to_owned())
+            .await
+            .unwrap();
+        client
+            .should_run(pb::ShouldRunRequest {
+                executor_id: "late-asker".into(),
+                job: job.into(),
+                scheduled_at_ms: at_ms,
+                kind: pb::FiringKind::Scheduled as i32,
+                attempt: 1,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+    })
+}
+
 /// The lines of a file, or none if it does not exist yet.
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)

@@ -189,8 +189,9 @@ pub enum Reason {
     ConcurrencyPolicy,
     /// The firing came later than the lateness bound (executor-side).
     TooLate,
-    /// A Leader or PreferLeader `@reboot` one-shot already ran in the cluster under the current
-    /// job set (RBT-06, RBT-21): it is not run again.
+    /// This firing already ran in the cluster, so it is not run again: a Leader or
+    /// PreferLeader `@reboot` one-shot under the current job set (RBT-06, RBT-21), or a
+    /// scheduled Leader firing that a lease holder claimed in the store (per-firing claims).
     AlreadyRan,
     /// The node's cluster manager has not published its first view yet (it is starting, or
     /// has just recovered from a failed start): nothing gated runs until it has.
@@ -265,7 +266,8 @@ impl Reason {
             }
             Self::TooLate => "the firing came later than the lateness bound",
             Self::AlreadyRan => {
-                "this @reboot job already ran in the cluster under the current job set"
+                "this firing already ran in the cluster: an @reboot one-shot under the current \
+                 job set, or a scheduled Leader firing that a lease holder claimed"
             }
             Self::Starting => "the cluster manager has not published its first view yet",
             Self::StartingDeadline => {

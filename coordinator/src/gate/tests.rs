@@ -90,12 +90,31 @@ fn the_answer_and_its_effects_by_kind_and_view() {
     use FiringKind::*;
     let cases = [
         // view, policy, kind, verdict, reason, fence, effects between pace and record
+        // A scheduled Leader RUN is claimed first; retries and PreferLeader are not.
         (
             leading(),
             Leader,
             Scheduled,
             Verdict::Run,
             Reason::Leader,
+            Some("42"),
+            vec![Effect::ClaimFirst],
+        ),
+        (
+            leading(),
+            Leader,
+            Retry { attempt: 2 },
+            Verdict::Run,
+            Reason::Leader,
+            Some("42"),
+            vec![],
+        ),
+        (
+            leading(),
+            PreferLeader,
+            Scheduled,
+            Verdict::Run,
+            Reason::Owner,
             Some("42"),
             vec![],
         ),

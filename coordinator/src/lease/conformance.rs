@@ -13,6 +13,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::claims::FiringClaimStore;
 use super::{LeaseStore, LeaseTiming, RebootRanStore, driver};
 use crate::cluster::ClusterView;
 use crate::config::cluster::{EtcdConfig, FilesystemConfig, Topology};
@@ -430,4 +431,60 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
         set(&["migrate", "seed", "warm"]),
         "concurrent writers both land"
     );
+}
+
+/// Per-firing claims: the first claim of a firing is created and every later one finds it,
+/// whichever instance asks; of two racing claimers exactly one creates it; a claim outlives the
+/// instance that wrote it; pruning removes exactly the claims before its bound. Kubernetes
+/// keeps no claims, so its store is not held to this.
+pub async fn firing_claims_once<H: Harness>(h: &H)
+where
+    H::Store: FiringClaimStore,
+{
+    use super::claims::{ClaimWrite, FiringClaim};
+    let claim = |node: &str, at: i64| FiringClaim {
+        job: "report".into(),
+        scheduled_at_ms: at,
+        node: node.into(),
+        fence: format!("fence-{node}"),
+        claimed_at_ms: at + 20,
+    };
+    async fn ready<H: Harness>(h: &H, name: &str) -> H::Store {
+        let mut s = h.contender(name);
+        s.prepare().await.expect("the store prepares");
+        s
+    }
+    let mut a = ready(h, "a").await;
+    a.campaign().await.expect("a first round");
+    assert_eq!(
+        a.create_claim(&claim("a", 60_000)).await.unwrap(),
+        ClaimWrite::Created
+    );
+    drop(a);
+    let (mut b, mut c) = (ready(h, "b").await, ready(h, "c").await);
+    assert_eq!(
+        b.create_claim(&claim("b", 60_000)).await.unwrap(),
+        ClaimWrite::Exists(Some(claim("a", 60_000))),
+        "a claim outlives the instance that wrote it"
+    );
+    let (from_b, from_c) = (claim("b", 120_000), claim("c", 120_000));
+    let (rb, rc) = tokio::join!(b.create_claim(&from_b), c.create_claim(&from_c));
+    let created = [rb.unwrap(), rc.unwrap()]
+        .iter()
+        .filter(|w| **w == ClaimWrite::Created)
+        .count();
+    assert_eq!(
+        created, 1,
+        "exactly one of two racing claimers creates the claim"
+    );
+    assert_eq!(b.prune_claims(100_000).await.unwrap(), 1);
+    assert_eq!(
+        c.create_claim(&claim("c", 60_000)).await.unwrap(),
+        ClaimWrite::Created,
+        "a pruned claim is gone"
+    );
+    assert!(matches!(
+        c.create_claim(&claim("c", 120_000)).await.unwrap(),
+        ClaimWrite::Exists(Some(_))
+    ));
 }

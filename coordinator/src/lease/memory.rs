@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use super::claims::{ClaimWrite, FiringClaim, FiringClaimStore};
 use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, RebootRanStore, SAFETY_MARGIN};
 
 /// The shared in-memory store.
@@ -38,6 +39,8 @@ struct Inner {
     next_token: u64,
     /// The "already ran" records: (job-set ID, job). Kept across holders, like a real store.
     reboot_ran: std::collections::BTreeSet<(String, String)>,
+    /// The per-firing claims by (instant, job).
+    claims: std::collections::BTreeMap<(i64, String), FiringClaim>,
 }
 
 impl MemoryServer {
@@ -241,25 +244,15 @@ impl RebootRanStore for MemoryStore {
         &mut self,
         job_set_id: &str,
     ) -> Result<std::collections::BTreeSet<String>, LeaseError> {
-        let answer = {
-            let inner = self.server.lock();
-            if inner.wedged {
-                None
-            } else if inner.down {
-                Some(Err(LeaseError::Store("memory store is down".into())))
-            } else {
-                Some(Ok(inner
-                    .reboot_ran
-                    .iter()
-                    .filter(|(id, _)| id == job_set_id)
-                    .map(|(_, job)| job.clone())
-                    .collect()))
-            }
-        };
-        match answer {
-            Some(r) => r,
-            None => std::future::pending().await,
-        }
+        self.on_store(|inner| {
+            inner
+                .reboot_ran
+                .iter()
+                .filter(|(id, _)| id == job_set_id)
+                .map(|(_, job)| job.clone())
+                .collect()
+        })
+        .await
     }
 
     async fn record_reboot_ran(
@@ -267,6 +260,18 @@ impl RebootRanStore for MemoryStore {
         job_set_id: &str,
         jobs: &std::collections::BTreeSet<String>,
     ) -> Result<(), LeaseError> {
+        self.on_store(|inner| {
+            inner
+                .reboot_ran
+                .extend(jobs.iter().map(|job| (job_set_id.to_owned(), job.clone())));
+        })
+        .await
+    }
+}
+
+impl MemoryStore {
+    /// `op` on the shared store, unless it is down (an error) or wedged (never answers).
+    async fn on_store<T>(&self, op: impl FnOnce(&mut Inner) -> T) -> Result<T, LeaseError> {
         let answer = {
             let mut inner = self.server.lock();
             if inner.wedged {
@@ -274,15 +279,38 @@ impl RebootRanStore for MemoryStore {
             } else if inner.down {
                 Some(Err(LeaseError::Store("memory store is down".into())))
             } else {
-                inner
-                    .reboot_ran
-                    .extend(jobs.iter().map(|job| (job_set_id.to_owned(), job.clone())));
-                Some(Ok(()))
+                Some(Ok(op(&mut inner)))
             }
         };
         match answer {
             Some(r) => r,
             None => std::future::pending().await,
         }
+    }
+}
+
+#[tonic::async_trait]
+impl FiringClaimStore for MemoryStore {
+    async fn create_claim(&mut self, claim: &FiringClaim) -> Result<ClaimWrite, LeaseError> {
+        self.on_store(|inner| {
+            let key = (claim.scheduled_at_ms, claim.job.clone());
+            match inner.claims.get(&key) {
+                Some(c) => ClaimWrite::Exists(Some(c.clone())),
+                None => {
+                    inner.claims.insert(key, claim.clone());
+                    ClaimWrite::Created
+                }
+            }
+        })
+        .await
+    }
+
+    async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError> {
+        self.on_store(|inner| {
+            let before = inner.claims.len();
+            inner.claims.retain(|(at, _), _| *at >= before_ms);
+            before - inner.claims.len()
+        })
+        .await
     }
 }

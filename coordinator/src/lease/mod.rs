@@ -15,6 +15,7 @@
 //! Stores never read the wall clock themselves except where the algorithm is defined on it (the
 //! Kubernetes `renewTime`, the filesystem expiry); they take it from [`crate::clock`].
 
+pub mod claims;
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;

@@ -58,6 +58,12 @@ async fn etcd_conformance_rbt_21_reboot_records_round_trip() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_conformance_firing_claims_once() {
+    let _serial = conformance::serial().await;
+    conformance::firing_claims_once(&etcd()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_conformance_fence_on_run_changes_on_takeover() {
     let _serial = conformance::serial().await;
     conformance::fence_on_run_changes_on_takeover(&etcd(), TIMING).await;

@@ -13,6 +13,7 @@ mod etcd_handoff;
 mod etcd_ledger;
 mod etcd_store;
 mod filesystem_store;
+mod firing_claims;
 mod gate;
 mod gate_cron;
 mod gate_signals;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use cronstable_proto::v1 as pb;
 use cronstable_tests::lease::wait_one_leader;
-use cronstable_tests::{Coordinator, binary, http, now_ms, wait_for};
+use cronstable_tests::{Coordinator, ask_scheduled, binary, http, now_ms, wait_for};
 
 /// The cron.d file both nodes load: one job with a short deadline, one with the default.
 const CRON_D: &str = "\
@@ -42,28 +42,8 @@ fn node(dir: &Path, name: &str, store: &Path) -> Coordinator {
 
 /// One `ShouldRun` of a scheduled firing of `job` at `at_ms`: (verdict, reason).
 fn ask(api: &str, job: &str, at_ms: i64) -> (pb::Verdict, pb::Reason) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut client = pb::executor_client::ExecutorClient::connect(api.to_owned())
-            .await
-            .unwrap();
-        let r = client
-            .should_run(pb::ShouldRunRequest {
-                executor_id: "late-asker".into(),
-                job: job.into(),
-                scheduled_at_ms: at_ms,
-                kind: pb::FiringKind::Scheduled as i32,
-                attempt: 1,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        (r.verdict(), r.reason())
-    })
+    let r = ask_scheduled(api, job, at_ms);
+    (r.verdict(), r.reason())
 }
 
 fn skips(c: &Coordinator, job: &str) -> u64 {

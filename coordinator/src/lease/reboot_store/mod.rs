@@ -1,9 +1,11 @@
-//! The "already ran" records of deferred `@reboot` one-shots on a store client of their own
-//! (RBT-21, RBT-22), for the etcd and filesystem backends.
+//! The "already ran" records of deferred `@reboot` one-shots (RBT-21, RBT-22) and the
+//! per-firing claims ([`super::claims`]) on a store client of their own, for the etcd and
+//! filesystem backends.
 //!
-//! Two users share it: the lease driver's per-round reads and writes
-//! ([`super::reboot_records`]), and the gate, which for a Leader `@reboot` one-shot writes the
-//! record *before* it answers RUN (see [`crate::state::CoordinatorState::should_run`]). Written
+//! Three users share it: the lease driver's per-round reads and writes
+//! ([`super::reboot_records`]); the gate's claim before it answers RUN for a scheduled Leader
+//! firing; and the gate's write for a Leader `@reboot` one-shot, which records it *before* it
+//! answers RUN (see [`crate::state::CoordinatorState::should_run`]). Written
 //! only after the run started, a holder that died in between left a successor that ran the
 //! one-shot again; written first, the successor's read-back finds it.
 //!
@@ -23,7 +25,13 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
+use super::claims::{ClaimWrite, FiringClaim, FiringClaimStore, PRUNE_EVERY};
 use super::{LeaseError, RebootRanStore};
+
+/// What the records' own client keeps: the `@reboot` records and the per-firing claims.
+pub trait SharedRecords: RebootRanStore + FiringClaimStore {}
+
+impl<T: RebootRanStore + FiringClaimStore> SharedRecords for T {}
 
 /// The bound on one read or write of the records.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -31,7 +39,9 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The records' own store client. Calls are serialised: they are rare (a round's write, a
 /// read-back, one write per Leader one-shot) and a store client holds per-call state.
 pub struct RebootStore {
-    client: Mutex<Box<dyn RebootRanStore>>,
+    client: Mutex<Box<dyn SharedRecords>>,
+    /// When this node last started pruning the store's old claims.
+    pruned: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for RebootStore {
@@ -42,10 +52,53 @@ impl std::fmt::Debug for RebootStore {
 
 impl RebootStore {
     /// The records over `store`, a client of their own (see the module docs).
-    pub fn over(store: impl RebootRanStore) -> Arc<Self> {
+    pub fn over(store: impl SharedRecords) -> Arc<Self> {
         Arc::new(Self {
             client: Mutex::new(Box::new(store)),
+            pruned: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Creates `claim` unless its firing is claimed already (see [`super::claims`]). At most
+    /// once a [`PRUNE_EVERY`], it then prunes, in the background, the claims of instants more
+    /// than `retention()` before the claim was made (a function: it looks at every job, so it
+    /// is asked only when a prune is due).
+    pub async fn claim(
+        self: &Arc<Self>,
+        claim: &FiringClaim,
+        retention: impl FnOnce() -> Duration,
+    ) -> Result<ClaimWrite, LeaseError> {
+        let write = bounded("claiming a firing", async {
+            self.client.lock().await.create_claim(claim).await
+        })
+        .await?;
+        let now = tokio::time::Instant::now();
+        let due = {
+            let mut pruned = self.pruned.lock().unwrap_or_else(|p| p.into_inner());
+            let due = pruned.is_none_or(|at| now >= at + PRUNE_EVERY);
+            if due {
+                *pruned = Some(now);
+            }
+            due
+        };
+        if due {
+            let before_ms = claim.claimed_at_ms - retention().as_millis() as i64;
+            let this = self.clone();
+            tokio::spawn(async move { this.prune(before_ms).await });
+        }
+        Ok(write)
+    }
+
+    async fn prune(&self, before_ms: i64) {
+        let pruned = bounded("pruning old claims", async {
+            self.client.lock().await.prune_claims(before_ms).await
+        })
+        .await;
+        match pruned {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(removed = n, "pruned old firing claims"),
+            Err(e) => tracing::warn!("could not prune old firing claims ({e}); tried again later"),
+        }
     }
 
     /// The jobs recorded under `job_set_id`.

@@ -139,3 +139,90 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
         started.elapsed()
     );
 }
+
+/// A state leading over `store` with one scheduled Leader job, "report".
+fn leading_with_report(store: std::sync::Arc<RebootStore>) -> CoordinatorState {
+    let (_tx, rx) = watch::channel(leading());
+    let state = CoordinatorState::new(rx).with_reboot_store(Some(store));
+    let mut report = JobSpec::new("report", "* * * * *", "./report");
+    report.cluster_policy = ClusterPolicy::Leader;
+    state.registry.register("shim-1", vec![report]).unwrap();
+    state
+}
+
+fn scheduled(at_ms: i64) -> Firing {
+    Firing {
+        job: "report".into(),
+        scheduled_at_ms: at_ms,
+        kind: FiringKind::Scheduled,
+    }
+}
+
+#[tokio::test]
+async fn a_scheduled_leader_firing_is_claimed_before_run_and_deferred_when_it_cannot_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
+    let state = leading_with_report(store.clone());
+    // The claims cannot be written: a file stands where their directory goes.
+    let claims = dir.path().join("prod/cluster/claims");
+    std::fs::create_dir_all(claims.parent().unwrap()).unwrap();
+    std::fs::write(&claims, b"").unwrap();
+    let held = state
+        .should_run(&scheduled(60_000), Now::with_unix_ms(60_100))
+        .await
+        .unwrap();
+    assert_eq!(held.decision.verdict, Verdict::Defer, "{held:?}");
+    assert!(
+        held.message.contains("claim could not be written"),
+        "{}",
+        held.message
+    );
+
+    // Writable again: RUN, and the claim is there; asked again, still RUN (its own claim).
+    std::fs::remove_file(&claims).unwrap();
+    for _ in 0..2 {
+        let run = state
+            .should_run(&scheduled(60_000), Now::with_unix_ms(60_200))
+            .await
+            .unwrap();
+        assert_eq!(run.decision.verdict, Verdict::Run, "{run:?}");
+    }
+    assert_eq!(std::fs::read_dir(&claims).unwrap().count(), 1);
+
+    // Another holder (a new process of another node) over the same store: SKIP already_ran.
+    let other = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "b"));
+    let mut view = leading();
+    view.node_name = "b".into();
+    if let Election::Managed(m) = &mut view.election {
+        m.leader = Some("b".into());
+    }
+    let (_tx, rx) = watch::channel(view);
+    let successor = CoordinatorState::new(rx).with_reboot_store(Some(other));
+    successor
+        .registry
+        .register(
+            "shim-1",
+            state
+                .registry
+                .current()
+                .jobs
+                .values()
+                .map(|j| j.spec.clone())
+                .collect(),
+        )
+        .unwrap();
+    let skipped = successor
+        .should_run(&scheduled(60_000), Now::with_unix_ms(61_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        (skipped.decision.verdict, skipped.decision.reason),
+        (Verdict::Skip, Reason::AlreadyRan),
+        "{skipped:?}"
+    );
+    assert!(
+        skipped.message.contains("node \"a\""),
+        "{}",
+        skipped.message
+    );
+}

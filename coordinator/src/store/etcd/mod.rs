@@ -606,6 +606,7 @@ impl LeaseStore for EtcdStore {
     }
 }
 
+mod claims;
 mod reboot;
 
 // Most of the store's tests need a real etcd (and one of them root and network namespaces):

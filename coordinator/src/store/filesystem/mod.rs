@@ -635,6 +635,8 @@ impl RebootRanStore for FilesystemStore {
 #[cfg(test)]
 mod tests;
 
+// Per-firing claims in the shared directory.
+pub mod claims;
 // Retry handoffs in the shared directory (RTY-04).
 pub mod handoff;
 pub mod marker;

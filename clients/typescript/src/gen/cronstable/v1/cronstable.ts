@@ -229,7 +229,7 @@ export enum Reason {
   REASON_CONCURRENCY_POLICY = 13,
   /** REASON_TOO_LATE - executor-side: the firing came later than the lateness bound */
   REASON_TOO_LATE = 14,
-  /** REASON_ALREADY_RAN - SKIP: this @reboot one-shot already ran in the cluster */
+  /** REASON_ALREADY_RAN - SKIP: this firing already ran in the cluster (an @reboot one-shot, or a claimed Leader firing) */
   REASON_ALREADY_RAN = 15,
   /** REASON_STARTING - SKIP or DEFER: the cluster manager has no first view yet */
   REASON_STARTING = 16,

@@ -1,0 +1,118 @@
+//! One firing, one run across a handover (issue 45, items 1 and 2), with real processes on a
+//! filesystem store and on a real etcd. A Leader firing that the holder answers RUN is claimed
+//! in the store before the answer; asked again on the successor inside the job's start deadline
+//! (a gate that crond started late, a DEFER re-asked across the handover) it is answered SKIP
+//! (`already_ran`), naming the claim. Other instants still run, and the holder that made a
+//! claim answers RUN again when asked again (an executor's re-ask).
+//!
+//! Red before the claims: the successor answered RUN about the instant its predecessor had
+//! already answered RUN for, so the one firing ran on two nodes.
+
+use std::path::Path;
+use std::time::Duration;
+
+use cronstable_proto::v1 as pb;
+use cronstable_tests::etcd::Etcd;
+use cronstable_tests::lease::{Store, wait_one_leader};
+use cronstable_tests::{Coordinator, ask_scheduled, now_ms};
+
+/// The cron.d file every node loads: one Leader job with the default start deadline (90 s).
+const CRON_D: &str = "\
+# cronstable: name=report clusterPolicy=Leader
+* * * * * root cronstable-gate report -- /bin/true
+";
+
+fn node(dir: &Path, name: &str, store: &Store) -> Coordinator {
+    let jobs = dir.join("app.cron");
+    if !jobs.exists() {
+        std::fs::write(&jobs, CRON_D).unwrap();
+    }
+    let backend = match store {
+        Store::Filesystem(path) => format!(
+            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n    topology: \
+             single-node\n",
+            path.display()
+        ),
+        Store::Etcd(endpoint) => {
+            format!("  backend: etcd\n  etcd:\n    endpoints: [\"{endpoint}\"]\n    ttl: 3\n")
+        }
+    };
+    let node = Coordinator::start_named(
+        dir,
+        name,
+        &format!(
+            "jobs:\n  systemCrontab: {}\ncluster:\n  nodeName: {name}\n{backend}",
+            jobs.display()
+        ),
+    );
+    node.proc.wait_log("registered the config's job file");
+    node
+}
+
+/// One `ShouldRun` of a scheduled firing of `job` at `at_ms`: (verdict, reason, message).
+fn ask(api: &str, job: &str, at_ms: i64) -> (pb::Verdict, pb::Reason, String) {
+    let r = ask_scheduled(api, job, at_ms);
+    (r.verdict(), r.reason(), r.message)
+}
+
+fn one_run_across_a_handover(dir: &Path, store: &Store) {
+    let mut a = node(dir, "a", store);
+    assert_eq!(
+        wait_one_leader(&[a.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    let b = node(dir, "b", store);
+
+    // This second's firing: the holder claims it and runs it.
+    let instant = now_ms() / 1000 * 1000;
+    let (verdict, reason, _) = ask(&a.api, "report", instant);
+    assert_eq!((verdict, reason), (pb::Verdict::Run, pb::Reason::Leader));
+    // A graceful handover: b holds the lease at once.
+    a.proc.signal(15);
+    assert_eq!(a.proc.wait_exit(), Some(0), "{}", a.proc.log());
+    assert_eq!(
+        wait_one_leader(&[b.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    // The same instant asked on the new holder, well inside the 90 s deadline: no second run.
+    let (verdict, reason, message) = ask(&b.api, "report", instant);
+    assert_eq!(
+        (verdict, reason),
+        (pb::Verdict::Skip, pb::Reason::AlreadyRan),
+        "{message}"
+    );
+    assert!(message.contains("claimed by node \"a\""), "{message}");
+    // An instant nobody claimed runs on the holder, and asked again it still does: the claim
+    // is this holder's own.
+    let earlier = instant - 1_000;
+    for _ in 0..2 {
+        let (verdict, reason, message) = ask(&b.api, "report", earlier);
+        assert_eq!(
+            (verdict, reason),
+            (pb::Verdict::Run, pb::Reason::Leader),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn filesystem_a_claimed_firing_is_not_run_again_after_a_handover() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    one_run_across_a_handover(dir.path(), &Store::Filesystem(store.clone()));
+    // One file per claimed firing, named by its instant and job.
+    let claims = std::fs::read_dir(store.join("default/cluster/claims"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .count();
+    assert_eq!(claims, 2);
+}
+
+#[test]
+fn etcd_a_claimed_firing_is_not_run_again_after_a_handover() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    one_run_across_a_handover(dir.path(), &Store::Etcd(etcd.endpoint()));
+}
