@@ -16,6 +16,22 @@ pub enum Store {
     Etcd(String),
 }
 
+/// The `cluster:` keys (indented two spaces) that put a node on `store` with lease `ttl`
+/// seconds.
+pub fn backend_yaml(store: &Store, ttl: u64) -> String {
+    match store {
+        Store::Filesystem(path) => format!(
+            // Every test node runs on this one host: the explicit opt-in that lets the store be a
+            // plain directory rather than a mount of its own.
+            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: {ttl}\n    topology: single-node\n",
+            path.display()
+        ),
+        Store::Etcd(endpoint) => {
+            format!("  backend: etcd\n  etcd:\n    endpoints: [\"{endpoint}\"]\n    ttl: {ttl}\n")
+        }
+    }
+}
+
 /// Starts a coordinator named `name` in `dir` on `store` with lease `ttl` seconds.
 pub fn start_lease_node(dir: &Path, name: &str, store: &Store, ttl: u64) -> Coordinator {
     start_lease_node_in(
@@ -44,17 +60,7 @@ pub fn start_lease_node_in(
         // store on local disk): the test makes it, as an operator mounts it.
         std::fs::create_dir_all(path).unwrap();
     }
-    let backend = match store {
-        Store::Filesystem(path) => format!(
-            // Every test node runs on this one host: the explicit opt-in that lets the store be a
-            // plain directory rather than a mount of its own.
-            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: {ttl}\n    topology: single-node\n",
-            path.display()
-        ),
-        Store::Etcd(endpoint) => {
-            format!("  backend: etcd\n  etcd:\n    endpoints: [\"{endpoint}\"]\n    ttl: {ttl}\n")
-        }
-    };
+    let backend = backend_yaml(store, ttl);
     let config = dir.join(format!("{name}.yaml"));
     std::fs::write(
         &config,

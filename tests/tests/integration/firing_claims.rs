@@ -5,16 +5,22 @@
 //! (`already_ran`), naming the claim. Other instants still run, and the holder that made a
 //! claim answers RUN again when asked again (an executor's re-ask).
 //!
-//! Red before the claims: the successor answered RUN about the instant its predecessor had
-//! already answered RUN for, so the one firing ran on two nodes.
+//! The same with the project's own gate, as crond runs it: this minute's firing runs on the
+//! holder, the holder stops gracefully, and the gate started again on the successor in the same
+//! minute does not run it.
+//!
+//! Red before the claims (and with the gate's claim effect taken out): the successor answered
+//! RUN about the instant its predecessor had already answered RUN for, and the gate ran the
+//! minute on both nodes.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use cronstable_proto::v1 as pb;
 use cronstable_tests::etcd::Etcd;
-use cronstable_tests::lease::{Store, wait_one_leader};
-use cronstable_tests::{Coordinator, ask_scheduled, now_ms};
+use cronstable_tests::lease::{Store, backend_yaml, wait_one_leader};
+use cronstable_tests::{Coordinator, ask_scheduled, binary, now_ms};
 
 /// The cron.d file every node loads: one Leader job with the default start deadline (90 s).
 const CRON_D: &str = "\
@@ -27,16 +33,7 @@ fn node(dir: &Path, name: &str, store: &Store) -> Coordinator {
     if !jobs.exists() {
         std::fs::write(&jobs, CRON_D).unwrap();
     }
-    let backend = match store {
-        Store::Filesystem(path) => format!(
-            "  backend: filesystem\n  filesystem:\n    path: {}\n    ttl: 3\n    topology: \
-             single-node\n",
-            path.display()
-        ),
-        Store::Etcd(endpoint) => {
-            format!("  backend: etcd\n  etcd:\n    endpoints: [\"{endpoint}\"]\n    ttl: 3\n")
-        }
-    };
+    let backend = backend_yaml(store, 3);
     let node = Coordinator::start_named(
         dir,
         name,
@@ -115,4 +112,70 @@ fn etcd_a_claimed_firing_is_not_run_again_after_a_handover() {
     let etcd = Etcd::start();
     let dir = tempfile::tempdir().unwrap();
     one_run_across_a_handover(dir.path(), &Store::Etcd(etcd.endpoint()));
+}
+
+/// `cronstable-gate --verbose --schedule "* * * * *" report -- touch <dir>/ran-<tag>` against
+/// `api`, as crond runs it: whether the command ran, and the gate's stderr (`--verbose`: a
+/// skip is said).
+fn gate(api: &str, dir: &Path, tag: &str) -> (bool, String) {
+    let ran = dir.join(format!("ran-{tag}"));
+    let out = Command::new(binary("cronstable-gate"))
+        .args([
+            "--coordinator",
+            api,
+            "--verbose",
+            "--schedule",
+            "* * * * *",
+            "report",
+            "--",
+        ])
+        .args(["/bin/sh", "-c", &format!("touch {}", ran.display())])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    (ran.exists(), stderr)
+}
+
+/// The recipe of the issue with the project's own gate: this minute's firing runs on the holder;
+/// the holder stops gracefully; the gate started again on the successor in the same minute (a
+/// crond that started it late there) does not run it a second time.
+fn the_gate_runs_a_minute_once_across_a_handover(dir: &Path, store: &Store) {
+    // Both gates must name the same minute: start well inside one.
+    let into_minute = now_ms() % 60_000;
+    if into_minute > 40_000 {
+        std::thread::sleep(Duration::from_millis((61_000 - into_minute) as u64));
+    }
+    let mut a = node(dir, "a", store);
+    assert_eq!(
+        wait_one_leader(&[a.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    let b = node(dir, "b", store);
+    let (ran, stderr) = gate(&a.api, dir, "a");
+    assert!(ran, "the holder runs this minute's firing: {stderr}");
+    a.proc.signal(15);
+    assert_eq!(a.proc.wait_exit(), Some(0), "{}", a.proc.log());
+    assert_eq!(
+        wait_one_leader(&[b.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    let (ran, stderr) = gate(&b.api, dir, "b");
+    assert!(!ran, "the successor ran the same minute again: {stderr}");
+    assert!(stderr.contains("already_ran"), "{stderr}");
+}
+
+#[test]
+fn filesystem_the_gate_runs_a_minute_once_across_a_handover() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    the_gate_runs_a_minute_once_across_a_handover(dir.path(), &Store::Filesystem(store));
+}
+
+#[test]
+fn etcd_the_gate_runs_a_minute_once_across_a_handover() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    the_gate_runs_a_minute_once_across_a_handover(dir.path(), &Store::Etcd(etcd.endpoint()));
 }

@@ -170,9 +170,14 @@ fn store_dir(dir: &Path) -> Store {
 #[test]
 fn rty_05_filesystem_a_failed_handoff_write_abandons_with_a_warning_and_a_cancelled_record() {
     let store = tempfile::tempdir().unwrap();
-    // `cluster` is a file, so no handoff record can be written; the lease still works.
-    std::fs::create_dir_all(store.path().join("default")).unwrap();
-    std::fs::write(store.path().join("default/cluster"), "not a directory").unwrap();
+    // `cluster/handoff` is a file, so no handoff record can be written; the lease and the
+    // firing claims (`cluster/claims`) still work.
+    std::fs::create_dir_all(store.path().join("default/cluster")).unwrap();
+    std::fs::write(
+        store.path().join("default/cluster/handoff"),
+        "not a directory",
+    )
+    .unwrap();
     let s = lost_leadership_mid_retry(&store_dir(store.path()));
     s.shim1.wait_log("retry abandoned");
     let cancelled = wait_for("the cancelled record on n1", || {
