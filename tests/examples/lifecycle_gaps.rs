@@ -100,31 +100,7 @@ impl Bench {
     fn new(subnet: u8) -> Bench {
         let dir = tempfile::tempdir().unwrap();
         let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, subnet));
-        let out = dir.path().join("runs");
-        // A script, not an inline command: `%` is a line break in a crontab's command field.
-        let recorder = dir.path().join("record.sh");
-        std::fs::write(
-            &recorder,
-            format!(
-                "#!/bin/sh\necho \"$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N)\" >> {}\n",
-                out.display()
-            ),
-        )
-        .unwrap();
-        std::process::Command::new("chmod")
-            .arg("+x")
-            .arg(&recorder)
-            .status()
-            .unwrap();
-        let crontab = dir.path().join("crontab");
-        std::fs::write(
-            &crontab,
-            format!(
-                "# cronstable: name=tick clusterPolicy=Leader seconds=true\n* * * * * * {}\n",
-                recorder.display()
-            ),
-        )
-        .unwrap();
+        let (crontab, out) = cronstable_tests::per_second_leader_job(dir.path());
         Bench {
             files,
             crontab,

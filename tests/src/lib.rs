@@ -232,6 +232,38 @@ pub fn ask_scheduled(api: &str, job: &str, at_ms: i64) -> cronstable_proto::v1::
     })
 }
 
+/// A crontab in `dir` with one per-second Leader job, `tick`, that appends `NODE NOMINAL_INSTANT
+/// WALL_NS` to a file: returns (the crontab, the file). The benchmarks judge from that file,
+/// never from the system under test.
+pub fn per_second_leader_job(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = dir.join("runs");
+    // A script, not an inline command: `%` is a line break in a crontab's command field.
+    let recorder = dir.join("record.sh");
+    std::fs::write(
+        &recorder,
+        format!(
+            "#!/bin/sh\necho \"$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N)\" >> {}\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&recorder)
+        .status()
+        .unwrap();
+    let crontab = dir.join("crontab");
+    std::fs::write(
+        &crontab,
+        format!(
+            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n* * * * * * {}\n",
+            recorder.display()
+        ),
+    )
+    .unwrap();
+    (crontab, out)
+}
+
 /// The lines of a file, or none if it does not exist yet.
 pub fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
