@@ -383,11 +383,16 @@ impl CoordinatorState {
             message,
             ..answer.clone()
         };
-        match store
+        let claimed = store
             .claim(&mine, longest_deadline)
             .await
-            .map(|w| judge(&mine, w))
-        {
+            .map(|w| judge(&mine, w));
+        self.metrics.firing_claim(match &claimed {
+            Ok(Claimed::Won) => "won",
+            Ok(Claimed::Taken(_)) => "taken",
+            Err(_) => "failed",
+        });
+        match claimed {
             Ok(Claimed::Won) => {
                 let after = crate::gate::gate(&self.view.borrow(), set, firing, now.again())
                     .map_or(answer.clone(), |g| g.answer);

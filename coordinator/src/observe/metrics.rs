@@ -73,11 +73,9 @@ struct Inner {
     leader_info: IntGaugeVec,
     leader_transitions: IntCounter,
     quorum_transitions: IntCounter,
-    reloads: IntCounterVec,
-    refused_calls: IntCounterVec,
     executor_overdue: IntGauge,
-    statsd: IntCounterVec,
     clock_skew: Gauge,
+    ops: OpsSeries,
     process: ProcessSeries,
     jobs: JobSeries,
 }
@@ -179,6 +177,57 @@ impl JobSeries {
             ),
             duration,
         }
+    }
+}
+
+/// The counters of what the node did besides deciding: reloads, refused calls, statsd
+/// datagrams and firing claims.
+struct OpsSeries {
+    reloads: IntCounterVec,
+    refused_calls: IntCounterVec,
+    statsd: IntCounterVec,
+    claims: IntCounterVec,
+}
+
+impl OpsSeries {
+    fn register(r: &Registry) -> Self {
+        let ops = Self {
+            reloads: counter_vec(
+                r,
+                "cronstable_config_reloads_total",
+                "Config reloads (SIGHUP) by result: applied, or refused (a file that is empty or \
+                 does not validate, or a change that needs a restart) with the running config kept.",
+                &["result"],
+            ),
+            refused_calls: counter_vec(
+                r,
+                "cronstable_api_unauthenticated_total",
+                "API calls refused for a missing or wrong bearer token, by API (grpc: \
+                 api.authToken).",
+                &["api"],
+            ),
+            statsd: counter_vec(
+                r,
+                "cronstable_statsd_datagrams_total",
+                "Datagrams for statsd (statsd:) by result: sent, failed (the host does not \
+                 resolve or the send fails) or dropped (the send queue was full).",
+                &["result"],
+            ),
+            claims: counter_vec(
+                r,
+                "cronstable_firing_claims_total",
+                "Per-firing claims this node tried before answering RUN for a scheduled Leader \
+                 firing on a lease store, by result: won (created, or this holder's own), taken \
+                 (another claim holds the firing: answered SKIP already_ran) or failed (not \
+                 written: answered DEFER).",
+                &["result"],
+            ),
+        };
+        // Every result from the start, so a dashboard sees 0 rather than no series.
+        let _ = ["applied", "refused"].map(|result| ops.reloads.with_label_values(&[result]));
+        ops.refused_calls.with_label_values(&["grpc"]);
+        let _ = ["won", "taken", "failed"].map(|result| ops.claims.with_label_values(&[result]));
+        ops
     }
 }
 
@@ -307,32 +356,11 @@ impl Metrics {
                 "cronstable_cluster_quorum_transitions_total",
                 "Times this node gained or lost its quorum.",
             ),
-            reloads: counter_vec(
-                &r,
-                "cronstable_config_reloads_total",
-                "Config reloads (SIGHUP) by result: applied, or refused (a file that is empty or \
-                 does not validate, or a change that needs a restart) with the running config kept.",
-                &["result"],
-            ),
-            refused_calls: counter_vec(
-                &r,
-                "cronstable_api_unauthenticated_total",
-                "API calls refused for a missing or wrong bearer token, by API (grpc: \
-                 api.authToken).",
-                &["api"],
-            ),
             executor_overdue: gauge(
                 &r,
                 "cronstable_executor_overdue",
                 "1 while an executor on this node has let a Leader job's due firing pass \
                  unasked (wedged or gone); a lease holder gives its lease up meanwhile.",
-            ),
-            statsd: counter_vec(
-                &r,
-                "cronstable_statsd_datagrams_total",
-                "Datagrams for statsd (statsd:) by result: sent, failed (the host does not \
-                 resolve or the send fails) or dropped (the send queue was full).",
-                &["result"],
             ),
             clock_skew: float_gauge(
                 &r,
@@ -341,6 +369,7 @@ impl Metrics {
                  it every round (0 where no store measures it). Past 1.5 s either way the node \
                  does not lead.",
             ),
+            ops: OpsSeries::register(&r),
             process: ProcessSeries::register(&r),
             jobs: JobSeries::register(&jr),
             registry: r,
@@ -348,9 +377,6 @@ impl Metrics {
             job_generation: AtomicU64::new(0),
             scrape: Mutex::new(None),
         };
-        // Both results from the start, so a dashboard sees 0 rather than no series.
-        let _ = ["applied", "refused"].map(|result| inner.reloads.with_label_values(&[result]));
-        inner.refused_calls.with_label_values(&["grpc"]);
         Self {
             inner: Arc::new(inner),
         }
@@ -382,17 +408,22 @@ impl Metrics {
 
     /// Counts one config reload, `applied` or `refused`.
     pub fn reload(&self, result: &str) {
-        self.inner.reloads.with_label_values(&[result]).inc();
+        self.inner.ops.reloads.with_label_values(&[result]).inc();
     }
 
     /// Counts one call `api` refused for its bearer token.
     pub fn unauthenticated(&self, api: &str) {
-        self.inner.refused_calls.with_label_values(&[api]).inc();
+        self.inner.ops.refused_calls.with_label_values(&[api]).inc();
     }
 
     /// Counts one statsd datagram by `result` (`sent`, `failed`, `dropped`).
     pub fn statsd_datagram(&self, result: &str) {
-        self.inner.statsd.with_label_values(&[result]).inc();
+        self.inner.ops.statsd.with_label_values(&[result]).inc();
+    }
+
+    /// Counts one claim attempt by `result` (`won`, `taken`, `failed`).
+    pub fn firing_claim(&self, result: &str) {
+        self.inner.ops.claims.with_label_values(&[result]).inc();
     }
 
     /// Sets whether an executor on this node is overdue (`crate::liveness`).

@@ -225,4 +225,15 @@ async fn a_scheduled_leader_firing_is_claimed_before_run_and_deferred_when_it_ca
         "{}",
         skipped.message
     );
+    // Each attempt counted by its result.
+    let counted = |state: &CoordinatorState, result: &str| {
+        let text = state.metrics.render(&serde_json::json!({}));
+        let series = format!("cronstable_firing_claims_total{{result=\"{result}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .map(|v| v.trim().to_owned())
+    };
+    assert_eq!(counted(&state, "failed").as_deref(), Some("1"));
+    assert_eq!(counted(&state, "won").as_deref(), Some("2"));
+    assert_eq!(counted(&successor, "taken").as_deref(), Some("1"));
 }
