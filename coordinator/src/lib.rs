@@ -215,7 +215,7 @@ pub async fn run(
         .with_notifier(notifier)
         .with_statsd(config.statsd.clone())
         .with_handoffs(manager.handoffs.clone())
-        .with_reboot_store(manager.reboot_store.clone())
+        .with_records_store(manager.records_store.clone())
         .reloadable();
     load_history_and_jobs(&config, &env, &node_name, &state).await?;
     let (stop_tx, stop_rx) = watch::channel(false);

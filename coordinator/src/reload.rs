@@ -47,7 +47,7 @@ use crate::cluster::{BackendContext, ClusterBackend, ClusterView, Election};
 use crate::config::cluster::ClusterConfig;
 use crate::config::{Config, SecretError, SecretSource, StateStore};
 use crate::handoff::Handoffs;
-use crate::lease::reboot_store::RebootStore;
+use crate::lease::records_store::RecordsStore;
 use crate::observe::notify;
 use crate::state::{CoordinatorState, LiveHandles};
 use crate::token::{AuthToken, TokenWriters};
@@ -518,7 +518,7 @@ pub(crate) struct Manager {
     /// The backend, not started yet.
     pub(crate) backend: Box<dyn ClusterBackend>,
     /// Its @reboot record store, on etcd and filesystem.
-    pub(crate) reboot_store: Option<Arc<RebootStore>>,
+    pub(crate) records_store: Option<Arc<RecordsStore>>,
     /// Its retry-handoff store, on the lease backends.
     pub(crate) handoffs: Option<Handoffs>,
 }
@@ -534,7 +534,7 @@ impl Manager {
         use crate::gossip::{GossipBackend, GossipSettings};
         let alone = |backend: Box<dyn ClusterBackend>| Self {
             backend,
-            reboot_store: None,
+            records_store: None,
             handoffs: None,
         };
         match cluster {
@@ -550,7 +550,7 @@ impl Manager {
                     .ok_or_else(|| RunError::BackendUnavailable(c.backend.to_string()))?;
                 Ok(Self {
                     backend: stores.backend,
-                    reboot_store: stores.reboot_store,
+                    records_store: stores.records_store,
                     handoffs: Some(stores.handoffs),
                 })
             }
@@ -977,10 +977,10 @@ impl Supervisor {
             // and learn the new mode from the answer.
             self.state.close_watches();
         }
-        let (reboot_store, handoffs) = (next.reboot_store, next.handoffs.clone());
+        let (records_store, handoffs) = (next.records_store, next.handoffs.clone());
         self.live.send_modify(|l| {
             *l = Arc::new(LiveHandles {
-                reboot_store,
+                records_store,
                 handoffs,
                 ..LiveHandles::clone(l)
             });
@@ -1326,7 +1326,7 @@ mod tests {
                     started: started.clone(),
                     started_beside: beside.clone(),
                 }),
-                reboot_store: None,
+                records_store: None,
                 handoffs: None,
             };
             let err = sup.switch_to(recorder(), None).await.unwrap_err();
@@ -1406,7 +1406,7 @@ mod tests {
         fn silent(election: bool) -> Manager {
             Manager {
                 backend: Box::new(Silent { election }),
-                reboot_store: None,
+                records_store: None,
                 handoffs: None,
             }
         }

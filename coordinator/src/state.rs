@@ -101,9 +101,10 @@ pub struct LiveHandles {
     pub notifier: Option<Notifier>,
     /// The shared store's handoff records, on a backend that has them (RTY-04).
     pub handoffs: Option<crate::handoff::Handoffs>,
-    /// The @reboot "already ran" records' own store client (etcd, filesystem): a Leader
-    /// one-shot's record is written there before it is answered RUN (RBT-22).
-    pub reboot_store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+    /// The shared records' own store client (etcd, filesystem): a Leader one-shot's "already
+    /// ran" record (RBT-22) and a scheduled Leader firing's claim are written there before
+    /// either is answered RUN.
+    pub records_store: Option<Arc<crate::lease::records_store::RecordsStore>>,
     /// The `statsd:` sender, when configured: sent every per-job run, duration and skip.
     pub statsd: Option<crate::observe::statsd::Statsd>,
 }
@@ -212,13 +213,13 @@ impl CoordinatorState {
         self.with_live(|l| l.handoffs = handoffs)
     }
 
-    /// Writes a Leader `@reboot` one-shot's "already ran" record to `store` before answering
-    /// it RUN (RBT-22).
-    pub fn with_reboot_store(
+    /// Writes a Leader `@reboot` one-shot's "already ran" record (RBT-22) and a scheduled
+    /// Leader firing's claim to `store` before answering either RUN.
+    pub fn with_records_store(
         self,
-        store: Option<Arc<crate::lease::reboot_store::RebootStore>>,
+        store: Option<Arc<crate::lease::records_store::RecordsStore>>,
     ) -> Self {
-        self.with_live(|l| l.reboot_store = store)
+        self.with_live(|l| l.records_store = store)
     }
 
     /// Builder step: a copy of the current handles, changed by `change`, fixed from now on.
@@ -249,9 +250,10 @@ impl CoordinatorState {
         self.live.borrow().handoffs.clone()
     }
 
-    /// The @reboot "already ran" records' own store client, on a backend that has one.
-    pub fn reboot_store(&self) -> Option<Arc<crate::lease::reboot_store::RebootStore>> {
-        self.live.borrow().reboot_store.clone()
+    /// The shared records' own store client (@reboot records, firing claims), on a backend
+    /// that has one.
+    pub fn records_store(&self) -> Option<Arc<crate::lease::records_store::RecordsStore>> {
+        self.live.borrow().records_store.clone()
     }
 
     /// The overdue executor as the pace monitor last found it (`None`: every one keeps up).
@@ -329,14 +331,14 @@ impl CoordinatorState {
                         .heard(&executor_id, firing.scheduled_at_ms, now.unix_ms);
                 }
                 Effect::RecordOneShotFirst => {
-                    if let Some(store) = self.reboot_store() {
+                    if let Some(store) = self.records_store() {
                         answer = self
                             .record_one_shot_first(&store, &set, firing, answer)
                             .await;
                     }
                 }
                 Effect::ClaimFirst => {
-                    if let Some(store) = self.reboot_store() {
+                    if let Some(store) = self.records_store() {
                         answer = self.claim_first(&store, &set, firing, answer, now).await;
                     }
                 }
@@ -359,7 +361,7 @@ impl CoordinatorState {
     /// when the claim cannot be written.
     async fn claim_first(
         &self,
-        store: &Arc<crate::lease::reboot_store::RebootStore>,
+        store: &Arc<crate::lease::records_store::RecordsStore>,
         set: &crate::jobs::JobSet,
         firing: &Firing,
         answer: Answer,
@@ -433,7 +435,7 @@ impl CoordinatorState {
     /// leadership lost meanwhile must not be answered RUN). DEFER when the write fails.
     async fn record_one_shot_first(
         &self,
-        store: &crate::lease::reboot_store::RebootStore,
+        store: &crate::lease::records_store::RecordsStore,
         set: &crate::jobs::JobSet,
         firing: &Firing,
         answer: Answer,

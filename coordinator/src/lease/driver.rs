@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::reboot_store::RebootStore;
+use super::records_store::RecordsStore;
 use super::round::{Call, Round, Rounds, log_transitions, roles};
 pub use super::round::{FOLLOWER_ROUND, silence_bound};
 use super::{LeaseError, LeaseStore, RebootRanStore};
@@ -29,7 +29,7 @@ use crate::status::{ClusterStatus, LeaseStatus};
 pub struct LeaseBackend<S: LeaseStore + RebootRanStore> {
     store: S,
     node_name: String,
-    reboot_store: Option<Arc<RebootStore>>,
+    records_store: Option<Arc<RecordsStore>>,
 }
 
 impl<S: LeaseStore + RebootRanStore> LeaseBackend<S> {
@@ -38,14 +38,14 @@ impl<S: LeaseStore + RebootRanStore> LeaseBackend<S> {
         Self {
             store,
             node_name: node_name.into(),
-            reboot_store: None,
+            records_store: None,
         }
     }
 
-    /// Reads and writes the @reboot records through `reboot_store`, a client of their own,
+    /// Reads and writes the @reboot records through `records_store`, a client of their own,
     /// instead of the election's store client.
-    pub fn with_reboot_store(mut self, reboot_store: Option<Arc<RebootStore>>) -> Self {
-        self.reboot_store = reboot_store;
+    pub fn with_records_store(mut self, records_store: Option<Arc<RecordsStore>>) -> Self {
+        self.records_store = records_store;
         self
     }
 }
@@ -60,7 +60,7 @@ impl<S: LeaseStore + RebootRanStore> ClusterBackend for LeaseBackend<S> {
     }
 
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(drive(self.store, self.reboot_store, self.node_name, ctx))
+        Box::pin(drive(self.store, self.records_store, self.node_name, ctx))
     }
 
     /// A round in flight, then the release, each bounded by the round timeout (ttl/3 on etcd
@@ -81,7 +81,7 @@ fn starting_view(me: &str, backend: &'static str) -> ClusterView {
 
 async fn drive<S: LeaseStore + RebootRanStore>(
     mut store: S,
-    reboot_store: Option<Arc<RebootStore>>,
+    records_store: Option<Arc<RecordsStore>>,
     me: String,
     ctx: BackendContext,
 ) {
@@ -156,7 +156,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
         // is retried next round (RBT-21, RBT-22).
         if quorate && next.saturating_duration_since(Instant::now()) > MIN_RECORDS_SLOT {
             let step = async {
-                match &reboot_store {
+                match &records_store {
                     Some(own) => records_step(&mut &**own, &mut records, &own_marks, &set_id).await,
                     None => {
                         records_step(&mut ViaLease(&mut store), &mut records, &own_marks, &set_id)
@@ -291,19 +291,19 @@ impl<S: RebootRanStore> RecordsClient for ViaLease<'_, S> {
     }
 }
 
-impl RecordsClient for &RebootStore {
+impl RecordsClient for &RecordsStore {
     fn read(
         &mut self,
         job_set_id: &str,
     ) -> impl Future<Output = Result<BTreeSet<String>, LeaseError>> + Send {
-        RebootStore::read(self, job_set_id)
+        RecordsStore::read(self, job_set_id)
     }
     fn record(
         &mut self,
         job_set_id: &str,
         jobs: &BTreeSet<String>,
     ) -> impl Future<Output = Result<(), LeaseError>> + Send {
-        RebootStore::record(self, job_set_id, jobs)
+        RecordsStore::record(self, job_set_id, jobs)
     }
 }
 

@@ -22,7 +22,7 @@ pub mod driver;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod reboot_records;
-pub mod reboot_store;
+pub mod records_store;
 mod round;
 #[cfg(test)]
 mod tests;
@@ -140,7 +140,7 @@ pub trait LeaseStore: Send + 'static {
 /// The `@reboot` "already ran" records a store keeps beside its lease (RBT-21): the aspect's
 /// narrow seam, apart from the election. The lease driver reads and writes them after its
 /// rounds ([`reboot_records`]); etcd and filesystem also get a second client of their own for
-/// the gate's write-before-RUN ([`reboot_store`]). Every store passes the records checks of
+/// the gate's write-before-RUN ([`records_store`]). Every store passes the records checks of
 /// the lease conformance suite (`lease::conformance`, built for tests).
 #[tonic::async_trait]
 pub trait RebootRanStore: Send + 'static {

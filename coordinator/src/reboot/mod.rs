@@ -3,7 +3,7 @@
 //! push that wakes their executor ([`deferred`]).
 //!
 //! The records kept in a shared store (RBT-20..23) are the lease backends' business: the
-//! [`crate::lease::RebootRanStore`] seam, its client [`crate::lease::reboot_store`] and the
+//! [`crate::lease::RebootRanStore`] seam, its client [`crate::lease::records_store`] and the
 //! driver's side [`crate::lease::reboot_records`] live with the lease election, whose driver
 //! reads and writes them on its rounds.
 

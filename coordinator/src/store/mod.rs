@@ -15,7 +15,7 @@ use crate::config::cluster::{Backend, ClusterConfig};
 use crate::config::{Config, StateStore};
 use crate::handoff::Handoffs;
 use crate::lease::driver::LeaseBackend;
-use crate::lease::reboot_store::RebootStore;
+use crate::lease::records_store::RecordsStore;
 use crate::ledger::LedgerStore;
 
 /// Everything the coordinator keeps in the shared store one cluster section names, built (not
@@ -25,7 +25,7 @@ pub struct Stores {
     pub backend: Box<dyn ClusterBackend>,
     /// The `@reboot` records' own client (etcd and filesystem; Kubernetes keeps them on the
     /// Lease the election reads, so its driver rounds handle them).
-    pub reboot_store: Option<Arc<RebootStore>>,
+    pub records_store: Option<Arc<RecordsStore>>,
     /// The retry-handoff records (RTY-04).
     pub handoffs: Handoffs,
 }
@@ -43,13 +43,13 @@ pub fn for_cluster(
     match cluster.backend {
         Backend::Filesystem => {
             let fs = cluster.filesystem.as_ref()?;
-            let reboot_store = RebootStore::over(filesystem::FilesystemStore::new(fs, node_name));
+            let records_store = RecordsStore::over(filesystem::FilesystemStore::new(fs, node_name));
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(filesystem::FilesystemStore::new(fs, node_name), node_name)
-                        .with_reboot_store(Some(reboot_store.clone())),
+                        .with_records_store(Some(records_store.clone())),
                 ),
-                reboot_store: Some(reboot_store),
+                records_store: Some(records_store),
                 handoffs: filesystem::handoff::FilesystemHandoffs::handoffs(fs),
             })
         }
@@ -58,13 +58,13 @@ pub fn for_cluster(
             let credentials = etcd::EtcdCredentials::from_env(config, env);
             let client =
                 || etcd::EtcdStore::with_credentials(config, node_name, credentials.clone());
-            let reboot_store = RebootStore::over(client());
+            let records_store = RecordsStore::over(client());
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(client(), node_name)
-                        .with_reboot_store(Some(reboot_store.clone())),
+                        .with_records_store(Some(records_store.clone())),
                 ),
-                reboot_store: Some(reboot_store),
+                records_store: Some(records_store),
                 handoffs: etcd::handoff::EtcdHandoffs::handoffs(config, credentials.clone()),
             })
         }
@@ -80,7 +80,7 @@ pub fn for_cluster(
                     kubernetes::KubernetesStore::new(config, node_name, api_env.clone()),
                     node_name,
                 )),
-                reboot_store: None,
+                records_store: None,
                 handoffs: kubernetes::handoff::KubernetesHandoffs::handoffs(
                     config, node_name, api_env,
                 ),

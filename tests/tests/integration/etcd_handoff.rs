@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use cronstable_coordinator::handoff::conformance as handoff;
-use cronstable_coordinator::lease::reboot_store::RebootStore;
+use cronstable_coordinator::lease::records_store::RecordsStore;
 use cronstable_coordinator::store::etcd::EtcdStore;
 use cronstable_tests::etcd::{Etcd, etcd_config};
 
@@ -24,7 +24,7 @@ async fn rty_04_an_etcd_claim_whose_answer_was_lost_is_resumed() {
 #[tokio::test]
 async fn rbt_21_etcd_records_round_trip_on_their_own_client() {
     let etcd = Etcd::start();
-    let store = RebootStore::over(EtcdStore::new(
+    let store = RecordsStore::over(EtcdStore::new(
         &etcd_config(vec![etcd.endpoint()], 6),
         "a",
         None,

@@ -38,19 +38,19 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The records' own store client. Calls are serialised: they are rare (a round's write, a
 /// read-back, one write per Leader one-shot) and a store client holds per-call state.
-pub struct RebootStore {
+pub struct RecordsStore {
     client: Mutex<Box<dyn SharedRecords>>,
     /// When this node last started pruning the store's old claims.
     pruned: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
-impl std::fmt::Debug for RebootStore {
+impl std::fmt::Debug for RecordsStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RebootStore").finish_non_exhaustive()
+        f.debug_struct("RecordsStore").finish_non_exhaustive()
     }
 }
 
-impl RebootStore {
+impl RecordsStore {
     /// The records over `store`, a client of their own (see the module docs).
     pub fn over(store: impl SharedRecords) -> Arc<Self> {
         Arc::new(Self {

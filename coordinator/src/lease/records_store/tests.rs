@@ -7,7 +7,7 @@ use std::time::Duration;
 use cronstable_core::{ClusterPolicy, Firing, FiringKind, JobSpec, Reason, Verdict};
 use tokio::sync::watch;
 
-use super::{CALL_TIMEOUT, RebootStore};
+use super::{CALL_TIMEOUT, RecordsStore};
 use crate::clock::Now;
 use crate::cluster::{ClusterView, Election, ManagedView};
 use crate::lease::conformance::{etcd_config, fs_config};
@@ -31,9 +31,9 @@ fn leading() -> ClusterView {
 }
 
 /// A state over `store` with a Leader and a PreferLeader @reboot job registered.
-fn state_with(store: std::sync::Arc<RebootStore>) -> (CoordinatorState, String) {
+fn state_with(store: std::sync::Arc<RecordsStore>) -> (CoordinatorState, String) {
     let (_tx, rx) = watch::channel(leading());
-    let state = CoordinatorState::new(rx).with_reboot_store(Some(store));
+    let state = CoordinatorState::new(rx).with_records_store(Some(store));
     let mut migrate = JobSpec::new("migrate", "@reboot", "./migrate");
     migrate.cluster_policy = ClusterPolicy::Leader;
     let mut announce = JobSpec::new("announce", "@reboot", "./announce");
@@ -58,7 +58,7 @@ fn boot(job: &str) -> Firing {
 #[tokio::test]
 async fn rbt_21_filesystem_records_round_trip_on_their_own_client() {
     let dir = tempfile::tempdir().unwrap();
-    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
+    let store = RecordsStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
     // A store mount that is not there is an error, not "nothing ran" (RBT-22).
     assert!(store.read("set-1").await.is_err());
     // The lease store creates the deployment directory; `cluster/` may not exist yet.
@@ -74,7 +74,7 @@ async fn rbt_21_filesystem_records_round_trip_on_their_own_client() {
 #[tokio::test]
 async fn rbt_22_a_leader_one_shot_is_recorded_before_it_is_answered_run() {
     let dir = tempfile::tempdir().unwrap();
-    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
+    let store = RecordsStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
     let (state, id) = state_with(store.clone());
     // The stream cannot be written: a directory stands where the file goes.
     let stream = dir.path().join("prod/cluster/reboot-ran");
@@ -121,7 +121,7 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
         .local_addr()
         .unwrap()
         .port();
-    let store = RebootStore::over(EtcdStore::new(
+    let store = RecordsStore::over(EtcdStore::new(
         &etcd_config(vec![format!("http://127.0.0.1:{port}")], 6),
         "a",
         None,
@@ -141,9 +141,9 @@ async fn rbt_22_an_unreachable_etcd_defers_a_leader_one_shot_within_the_bound() 
 }
 
 /// A state leading over `store` with one scheduled Leader job, "report".
-fn leading_with_report(store: std::sync::Arc<RebootStore>) -> CoordinatorState {
+fn leading_with_report(store: std::sync::Arc<RecordsStore>) -> CoordinatorState {
     let (_tx, rx) = watch::channel(leading());
-    let state = CoordinatorState::new(rx).with_reboot_store(Some(store));
+    let state = CoordinatorState::new(rx).with_records_store(Some(store));
     let mut report = JobSpec::new("report", "* * * * *", "./report");
     report.cluster_policy = ClusterPolicy::Leader;
     state.registry.register("shim-1", vec![report]).unwrap();
@@ -161,7 +161,7 @@ fn scheduled(at_ms: i64) -> Firing {
 #[tokio::test]
 async fn a_scheduled_leader_firing_is_claimed_before_run_and_deferred_when_it_cannot_be() {
     let dir = tempfile::tempdir().unwrap();
-    let store = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
+    let store = RecordsStore::over(FilesystemStore::new(&fs_config(dir.path()), "a"));
     let state = leading_with_report(store.clone());
     // The claims cannot be written: a file stands where their directory goes.
     let claims = dir.path().join("prod/cluster/claims");
@@ -190,14 +190,14 @@ async fn a_scheduled_leader_firing_is_claimed_before_run_and_deferred_when_it_ca
     assert_eq!(std::fs::read_dir(&claims).unwrap().count(), 1);
 
     // Another holder (a new process of another node) over the same store: SKIP already_ran.
-    let other = RebootStore::over(FilesystemStore::new(&fs_config(dir.path()), "b"));
+    let other = RecordsStore::over(FilesystemStore::new(&fs_config(dir.path()), "b"));
     let mut view = leading();
     view.node_name = "b".into();
     if let Election::Managed(m) = &mut view.election {
         m.leader = Some("b".into());
     }
     let (_tx, rx) = watch::channel(view);
-    let successor = CoordinatorState::new(rx).with_reboot_store(Some(other));
+    let successor = CoordinatorState::new(rx).with_records_store(Some(other));
     successor
         .registry
         .register(
