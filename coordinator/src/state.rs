@@ -380,11 +380,6 @@ impl CoordinatorState {
             let deadlines = set.jobs.values().map(|j| j.spec.starting_deadline());
             retention(deadlines.max().unwrap_or_default())
         };
-        let with = |decision: Decision, message: String| Answer {
-            decision,
-            message,
-            ..answer.clone()
-        };
         let claimed = store
             .claim(&mine, longest_deadline)
             .await
@@ -397,7 +392,7 @@ impl CoordinatorState {
         match claimed {
             Ok(Claimed::Won) => {
                 let after = crate::gate::gate(&self.view.borrow(), set, firing, now.again())
-                    .map_or(answer.clone(), |g| g.answer);
+                    .map_or(answer, |g| g.answer);
                 if after.decision.verdict != cronstable_core::Verdict::Run {
                     tracing::warn!(
                         job,
@@ -409,23 +404,22 @@ impl CoordinatorState {
                 }
                 after
             }
-            Ok(Claimed::Taken(whose)) => with(
-                Decision::skip(cronstable_core::Reason::AlreadyRan),
-                format!("this firing already ran: it was {whose}, and a firing runs once"),
-            ),
+            Ok(Claimed::Taken(whose)) => Answer {
+                decision: Decision::skip(cronstable_core::Reason::AlreadyRan),
+                message: format!("this firing already ran: it was {whose}, and a firing runs once"),
+                ..answer
+            },
             Err(e) => {
                 let message = format!(
                     "the firing's claim could not be written to the store before running it \
                      ({e}); it waits and is asked again"
                 );
                 tracing::warn!(job, scheduled_at_ms = firing.scheduled_at_ms, "{message}");
-                with(
-                    Decision {
-                        verdict: cronstable_core::Verdict::Defer,
-                        reason: cronstable_core::Reason::ConvergenceHold,
-                    },
+                Answer {
+                    decision: Decision::defer(cronstable_core::Reason::ConvergenceHold),
                     message,
-                )
+                    ..answer
+                }
             }
         }
     }
@@ -470,10 +464,7 @@ impl CoordinatorState {
                 );
                 tracing::warn!(job, "{message}");
                 Answer {
-                    decision: Decision {
-                        verdict: cronstable_core::Verdict::Defer,
-                        reason: cronstable_core::Reason::ConvergenceHold,
-                    },
+                    decision: Decision::defer(cronstable_core::Reason::ConvergenceHold),
                     message,
                     ..answer
                 }
