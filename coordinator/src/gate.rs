@@ -3,7 +3,8 @@
 //!
 //! [`gate`] does no I/O and reads no clock: the view, the job set and the time are arguments.
 //! It applies row −1 (a scheduled firing asked after its start deadline is no new firing,
-//! whoever leads now), resolves the view into the decision table's [`Gate`] for this job
+//! whoever leads now; a catch-up firing past its job's `catchUpWindow`, or of a job without
+//! `catchUp`, is not caught up), resolves the view into the decision table's [`Gate`] for this job
 //! (`ClusterView::gate_for`, plus the two facts only the firing knows: whether a lease
 //! holder was seen renewing since its instant, and whether the `@reboot` record is about this
 //! job set), decides, and names the [`Effect`]s. `CoordinatorState::should_run` performs them
@@ -50,9 +51,11 @@ pub enum Effect {
     /// write; DEFER if the write fails. A holder that dies right after its executor starts the
     /// one-shot must leave a record its successor finds.
     RecordOneShotFirst,
-    /// A scheduled Leader firing answered RUN: claim it in the store first (where the backend
-    /// keeps claims, [`crate::lease::claims`]), then answer from the view as it is after the
-    /// write; SKIP (`already_ran`) if another claim holds it, DEFER if the write fails.
+    /// A scheduled or catch-up Leader firing answered RUN: claim it in the store first (where
+    /// the backend keeps claims, [`crate::lease::claims`]), then answer from the view as it is
+    /// after the write; SKIP (`already_ran`) if another claim holds it, DEFER if the write
+    /// fails. A catch-up where no claims are kept is SKIP (`not_caught_up`): nothing could
+    /// tell that nobody ran it.
     ClaimFirst,
     /// An `@reboot` one-shot: remember the final verdict for the `RunDeferred` push.
     TrackOneShot {
@@ -93,6 +96,11 @@ pub fn gate(view: &ClusterView, set: &JobSet, firing: &Firing, now: Now) -> Opti
             now,
             Decision::skip(Reason::StartingDeadline),
         )
+    } else if let Some(why) = not_caught_up(&registered.spec, firing, now) {
+        Answer {
+            message: why,
+            ..without_gate(view, job, policy, now, Decision::skip(Reason::NotCaughtUp))
+        }
     } else {
         decide_at(view, set, job, policy, kind, firing.scheduled_at_ms, now.at)
     };
@@ -111,7 +119,7 @@ pub fn gate(view: &ClusterView, set: &JobSet, firing: &Firing, now: Now) -> Opti
         effects.push(Effect::RecordOneShotFirst);
     }
     if answer.decision.verdict == Verdict::Run
-        && kind == FiringKind::Scheduled
+        && matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp)
         && policy == ClusterPolicy::Leader
     {
         effects.push(Effect::ClaimFirst);
@@ -165,6 +173,30 @@ pub fn decide_at(
         node: view.node_name.clone(),
         message,
     }
+}
+
+/// Why a catch-up firing is not decided at all: its job has no `catchUp` (a job redefined
+/// since the offer, or a client that sent the kind on its own), or the instant is past the
+/// job's `catchUpWindow` (which plays the start deadline's part for a catch-up). `None` for
+/// every other kind.
+fn not_caught_up(spec: &cronstable_core::JobSpec, firing: &Firing, now: Now) -> Option<String> {
+    if firing.kind != FiringKind::CatchUp {
+        return None;
+    }
+    let Some(policy) = spec.catch_up else {
+        return Some(format!(
+            "job {:?} has no catchUp, so none of its instants is caught up",
+            spec.name
+        ));
+    };
+    let window_ms = i64::try_from(policy.window.as_millis()).unwrap_or(i64::MAX);
+    let late_ms = now.unix_ms.saturating_sub(firing.scheduled_at_ms);
+    (late_ms > window_ms).then(|| {
+        format!(
+            "the instant is {late_ms} ms old, past the job's catchUpWindow ({} ms): given up",
+            window_ms
+        )
+    })
 }
 
 /// `decision`, taken before the table (row −1), with the owner and node name the answer

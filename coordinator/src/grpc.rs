@@ -251,6 +251,14 @@ impl Executor for ExecutorService {
                     j.spec.name
                 ));
             }
+            if j.spec.catch_up.is_some() && election_on && self.state.records_store().is_none() {
+                warnings.push(format!(
+                    "job {:?}: catchUp has no effect on this backend: it keeps no firing \
+                     claims, so nothing tells a missed instant from one that ran (catch-up \
+                     works on the etcd and filesystem backends)",
+                    j.spec.name
+                ));
+            }
         }
         if set.id != before {
             for w in &warnings {
@@ -548,6 +556,13 @@ fn instruction_to_wire(i: Instruction) -> pb::Instruction {
             job,
             scheduled_at_ms,
         } => pb::instruction::Kind::RunDeferred(pb::RunDeferred {
+            job,
+            scheduled_at_ms,
+        }),
+        Instruction::CatchUp {
+            job,
+            scheduled_at_ms,
+        } => pb::instruction::Kind::CatchUp(pb::CatchUpRun {
             job,
             scheduled_at_ms,
         }),

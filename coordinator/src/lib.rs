@@ -24,6 +24,8 @@
 //! - [`executors`]: which live process holds each executor id (one executor per job per node).
 //! - [`liveness`]: whether this node's executors keep asking about their Leader jobs' firings;
 //!   a lease holder whose executor is wedged or gone gives its lease up.
+//! - [`catch_up`]: on the lease stores, the owner's offers of missed instants of Leader jobs
+//!   with `catchUp` (nobody claimed them), and the count of those given up.
 //! - [`reboot`]: this node's `@reboot` bookkeeping: the one-shots its executors ran, for the
 //!   backend to share, and the deferred ones with their `RunDeferred` push.
 //! - [`ledger`]: per-job records of decisions and runs, their one record format
@@ -43,6 +45,7 @@
 //! - [`verify`]: `cronstable verify`, the schedule checker over run logs.
 //! - [`demo`]: the `cronstable demo` quick start.
 
+pub mod catch_up;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -318,6 +321,8 @@ struct Background {
     roles: tokio::task::JoinHandle<()>,
     /// Tells executors when a deferred @reboot one-shot may be decided (Watch RunDeferred).
     deferred: tokio::task::JoinHandle<()>,
+    /// Offers missed instants of jobs with catchUp to their executors (Watch CatchUpRun).
+    catch_up: tokio::task::JoinHandle<()>,
     /// Whether this node's executors keep asking about their Leader jobs' firings; a lease
     /// holder whose executor falls behind gives its lease up (crate::liveness).
     pace: tokio::task::JoinHandle<()>,
@@ -352,6 +357,7 @@ impl Background {
                 state.clone(),
                 stopped(),
             )),
+            catch_up: crate::spawn(catch_up::run(state.clone(), stopped())),
             pace: crate::spawn(liveness::watch_pace(state.pace_inputs(), stopped())),
             mesh: mesh.map(|(settings, tx, _)| {
                 crate::spawn(gossip::observability::run(
@@ -369,6 +375,7 @@ impl Background {
     /// After a server failed: no drain.
     fn abort(&self) {
         self.deferred.abort();
+        self.catch_up.abort();
         self.pace.abort();
         if let Some(t) = &self.mesh {
             t.abort();
@@ -386,6 +393,7 @@ impl Background {
         }
         self.roles.abort();
         self.deferred.abort();
+        self.catch_up.abort();
         self.pace.abort();
     }
 }

@@ -44,6 +44,13 @@ pub enum Instruction {
         /// The one-shot's scheduled instant (Unix ms), as the executor asked it.
         scheduled_at_ms: i64,
     },
+    /// Run a missed instant that nobody ran (catch-up): ask ShouldRun with the catch-up kind.
+    CatchUp {
+        /// The job's name.
+        job: String,
+        /// The missed instant (Unix ms).
+        scheduled_at_ms: i64,
+    },
     /// Continue a retry sequence another node handed off (RTY-04).
     ResumeRetry {
         /// The job's name.
@@ -337,11 +344,22 @@ impl CoordinatorState {
                             .await;
                     }
                 }
-                Effect::ClaimFirst => {
-                    if let Some(store) = self.records_store() {
+                Effect::ClaimFirst => match self.records_store() {
+                    Some(store) => {
                         answer = self.claim_first(&store, &set, firing, answer, now).await;
                     }
-                }
+                    None if firing.kind == FiringKind::CatchUp => {
+                        answer = Answer {
+                            decision: Decision::skip(cronstable_core::Reason::NotCaughtUp),
+                            message: "this backend keeps no firing claims, so nothing tells \
+                                      that nobody ran this instant: it is not caught up"
+                                .to_owned(),
+                            fence: None,
+                            ..answer
+                        };
+                    }
+                    None => {}
+                },
                 Effect::TrackOneShot { executor_id } => self.deferred.answered(
                     &firing.job,
                     firing.scheduled_at_ms,
@@ -375,11 +393,9 @@ impl CoordinatorState {
             node: answer.node.clone(),
             fence: answer.fence.clone().unwrap_or_default(),
             claimed_at_ms: now.unix_ms,
+            catch_up: firing.kind == FiringKind::CatchUp,
         };
-        let longest_deadline = || {
-            let deadlines = set.jobs.values().map(|j| j.spec.starting_deadline());
-            retention(deadlines.max().unwrap_or_default())
-        };
+        let longest_deadline = || retention(set.jobs.values().map(|j| &j.spec));
         let claimed = store
             .claim(&mine, longest_deadline)
             .await
@@ -650,6 +666,35 @@ fn failure_payload(record: &Record) -> Option<serde_json::Value> {
         "output_tail": end.output_tail,
         "message": format!("job {} on {} {how}", record.job, record.node),
     }))
+}
+
+/// What a background pass wakes on: a new cluster view, a new job set, or its period.
+pub struct Changes {
+    view: watch::Receiver<ClusterView>,
+    job_sets: watch::Receiver<Arc<crate::jobs::JobSet>>,
+}
+
+impl Changes {
+    /// Waits for the next change or `every`, whichever comes first; false once either channel
+    /// is closed (the coordinator is going away).
+    pub async fn next(&mut self, every: std::time::Duration) -> bool {
+        tokio::select! {
+            biased;
+            changed = self.view.changed() => changed.is_ok(),
+            changed = self.job_sets.changed() => changed.is_ok(),
+            () = tokio::time::sleep(every) => true,
+        }
+    }
+}
+
+impl CoordinatorState {
+    /// A waker for a background pass over this state (see [`Changes`]).
+    pub fn changes(&self) -> Changes {
+        Changes {
+            view: self.view.clone(),
+            job_sets: self.registry.subscribe(),
+        }
+    }
 }
 
 #[cfg(test)]

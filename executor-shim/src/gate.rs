@@ -19,7 +19,7 @@ use cronstable_proto::v1 as pb;
 
 use crate::clock;
 use crate::coordinator::client::Coordinator;
-use crate::firing::firing_env;
+use crate::firing::{Identity, firing_env};
 
 /// Exit code: the arguments are wrong (sysexits `EX_USAGE`).
 pub const EXIT_USAGE: u8 = 64;
@@ -186,7 +186,15 @@ pub async fn run(
         None => (String::new(), None, String::new()),
     };
     let job = JobSpec::new(config.job.clone(), "* * * * *", config.command.join(" "));
-    let env = firing_env(&job, scheduled_at, &firing_id, 1, fence.as_deref(), &node);
+    let id = Identity {
+        scheduled_at,
+        firing_id: &firing_id,
+        attempt: 1,
+        fence: fence.as_deref(),
+        node: &node,
+        catch_up: false,
+    };
+    let env = firing_env(&job, id);
     let reporting = answer.is_some();
     Ok(launch(config, &coordinator, env, at_ms, reporting).await)
 }

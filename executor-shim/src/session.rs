@@ -158,6 +158,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
             );
         }
         Some(pb::instruction::Kind::RunDeferred(_)) => {}
+        Some(pb::instruction::Kind::CatchUp(c)) => crate::firing::catch_up::offered(ctx, jobs, c),
         None => {}
     }
 }

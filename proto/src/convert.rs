@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use crate::v1 as pb;
+use cronstable_core::catch_up::{CatchUp, CatchUpKeys, CatchUpPolicy, policy_from};
 use cronstable_core::mode::{ElectionMode, ElectionStamp};
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{
@@ -90,12 +91,17 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
             format!("job {:?} has an empty command", def.name),
         ));
     }
-    let timezone = (!def.timezone.is_empty()).then_some(def.timezone);
-    if let Err(e) = Schedule::parse(&def.schedule, timezone.as_deref()) {
-        return Err(bad(at("schedule"), format!("job {:?}: {e}", def.name)));
-    }
+    let timezone = (!def.timezone.is_empty()).then(|| def.timezone.clone());
+    let schedule = Schedule::parse(&def.schedule, timezone.as_deref())
+        .map_err(|e| bad(at("schedule"), format!("job {:?}: {e}", def.name)))?;
+    let cluster_policy = policy_from_wire(def.cluster_policy, &at("cluster_policy"))?;
+    let starting_deadline =
+        (def.starting_deadline_ms > 0).then(|| Duration::from_millis(def.starting_deadline_ms));
+    let catch_up = catch_up_from_wire(&def, &schedule, cluster_policy, starting_deadline)
+        .map_err(|(key, why)| bad(at(key), format!("job {:?}: {why}", def.name)))?;
     Ok(JobSpec {
-        cluster_policy: policy_from_wire(def.cluster_policy, &at("cluster_policy"))?,
+        cluster_policy,
+        catch_up,
         concurrency_policy: concurrency_from_wire(
             def.concurrency_policy,
             &at("concurrency_policy"),
@@ -104,8 +110,7 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
         timezone,
         environment: def.environment.into_iter().collect(),
         timeout: (def.timeout_ms > 0).then(|| Duration::from_millis(def.timeout_ms)),
-        starting_deadline: (def.starting_deadline_ms > 0)
-            .then(|| Duration::from_millis(def.starting_deadline_ms)),
+        starting_deadline,
         retry: RetryPolicy {
             retries: def.retries,
             backoff: Duration::from_millis(def.retry_backoff_ms),
@@ -114,6 +119,43 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
         name: def.name,
         schedule: def.schedule,
         command: def.command,
+    })
+}
+
+/// A wire job's catch-up fields as a policy, checked as a job file's are
+/// ([`cronstable_core::catch_up::policy_from`]); the first problem as (wire field, sentence).
+fn catch_up_from_wire(
+    def: &pb::JobDefinition,
+    schedule: &Schedule,
+    policy: ClusterPolicy,
+    starting_deadline: Option<Duration>,
+) -> Result<Option<CatchUpPolicy>, (&'static str, String)> {
+    let mode = match pb::CatchUp::try_from(def.catch_up) {
+        Ok(pb::CatchUp::Unspecified | pb::CatchUp::None) => CatchUp::None,
+        Ok(pb::CatchUp::Latest) => CatchUp::Latest,
+        Ok(pb::CatchUp::All) => CatchUp::All,
+        Err(_) => {
+            let value = def.catch_up;
+            return Err(("catch_up", format!("unknown catch-up value {value}")));
+        }
+    };
+    let keys = CatchUpKeys {
+        mode: Some(mode),
+        window: (def.catch_up_window_ms > 0).then(|| Duration::from_millis(def.catch_up_window_ms)),
+        limit: (def.catch_up_limit > 0).then_some(def.catch_up_limit),
+    };
+    let deadline = starting_deadline.unwrap_or(cronstable_core::job::DEFAULT_STARTING_DEADLINE);
+    policy_from(keys, schedule, policy, deadline).map_err(|problems| {
+        let (key, why) = problems
+            .into_iter()
+            .next()
+            .unwrap_or(("catchUp", String::new()));
+        let field = match key {
+            "catchUpWindow" => "catch_up_window_ms",
+            "catchUpLimit" => "catch_up_limit",
+            _ => "catch_up",
+        };
+        (field, why)
     })
 }
 
@@ -129,6 +171,13 @@ pub fn job_to_wire(job: &JobSpec) -> pb::JobDefinition {
         environment: job.environment.clone().into_iter().collect(),
         timeout_ms: job.timeout.map_or(0, |d| d.as_millis() as u64),
         starting_deadline_ms: job.starting_deadline.map_or(0, |d| d.as_millis() as u64),
+        catch_up: match job.catch_up.map(|c| c.mode) {
+            None | Some(CatchUp::None) => pb::CatchUp::Unspecified,
+            Some(CatchUp::Latest) => pb::CatchUp::Latest,
+            Some(CatchUp::All) => pb::CatchUp::All,
+        } as i32,
+        catch_up_window_ms: job.catch_up.map_or(0, |c| c.window.as_millis() as u64),
+        catch_up_limit: job.catch_up.map_or(0, |c| c.limit),
         retries: job.retry.retries,
         retry_backoff_ms: job.retry.backoff.as_millis() as u64,
         retry_backoff_max_ms: job.retry.max_backoff.as_millis() as u64,
@@ -146,14 +195,16 @@ pub fn kind_from_wire(kind: i32, attempt: u32) -> Result<FiringKind, FieldError>
         Ok(pb::FiringKind::Scheduled) => Ok(FiringKind::Scheduled),
         Ok(pb::FiringKind::Reboot) => Ok(FiringKind::Reboot),
         Ok(pb::FiringKind::Manual) => Ok(FiringKind::Manual),
+        Ok(pb::FiringKind::CatchUp) => Ok(FiringKind::CatchUp),
         Ok(pb::FiringKind::Retry) if attempt >= 2 => Ok(FiringKind::Retry { attempt }),
         Ok(pb::FiringKind::Retry) => Err(bad(
             "attempt",
             format!("a RETRY firing needs attempt >= 2, got {attempt}"),
         )),
-        Ok(pb::FiringKind::Unspecified) => {
-            Err(bad("kind", "must be SCHEDULED, REBOOT, RETRY or MANUAL"))
-        }
+        Ok(pb::FiringKind::Unspecified) => Err(bad(
+            "kind",
+            "must be SCHEDULED, REBOOT, RETRY, MANUAL or CATCH_UP",
+        )),
         Err(_) => Err(bad("kind", format!("unknown firing kind value {kind}"))),
     }
 }
@@ -180,6 +231,7 @@ pub fn kind_to_wire(kind: FiringKind) -> pb::FiringKind {
         FiringKind::Reboot => pb::FiringKind::Reboot,
         FiringKind::Retry { .. } => pb::FiringKind::Retry,
         FiringKind::Manual => pb::FiringKind::Manual,
+        FiringKind::CatchUp => pb::FiringKind::CatchUp,
     }
 }
 
@@ -223,6 +275,7 @@ pub fn reason_to_wire(reason: Reason) -> pb::Reason {
         Reason::AlreadyRan => pb::Reason::AlreadyRan,
         Reason::Starting => pb::Reason::Starting,
         Reason::StartingDeadline => pb::Reason::StartingDeadline,
+        Reason::NotCaughtUp => pb::Reason::NotCaughtUp,
     }
 }
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from cronstable import (
+    CatchUp,
     Client,
     CoordinatorError,
     ElectionMode,
@@ -386,3 +387,31 @@ def test_CONF_17_a_job_that_can_never_fire_registers_with_a_warning(
     assert parked in registration.warnings[0], registration
     assert "never fires" in registration.warnings[0], registration
     assert client.should_run(parked, AT).verdict is Verdict.RUN
+
+
+def test_CONF_18_a_catch_up_question_runs_only_inside_its_window_where_claims_are_kept(
+    election_off: Coordinator, lease_pair: tuple[Coordinator, Coordinator]
+) -> None:
+    leader, follower = lease_pair
+    settled_answers(leader, follower, unique("conf18-plain"))
+    name = unique("conf18")
+    job = Job(name, "* * * * *", "true", catch_up=CatchUp.ALL, catch_up_window_ms=600_000)
+    short = Job(
+        unique("conf18-short"), "* * * * *", "true", catch_up=CatchUp.ALL, catch_up_window_ms=5_000
+    )
+    on_leader = client_for(leader)
+    with pytest.raises(CoordinatorError) as e:
+        on_leader.register([short])
+    assert e.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "catch_up_window_ms" in e.value.message
+    on_leader.register([job])
+    past = (int(time.time()) // 60 - 3) * 60_000
+    caught = on_leader.should_run(name, past, kind=Kind.CATCH_UP)
+    assert (caught.verdict, caught.reason) == (Verdict.RUN, Reason.LEADER), caught
+    assert caught.fence, caught
+    old = on_leader.should_run(name, past - 8 * 60_000, kind=Kind.CATCH_UP)
+    assert (old.verdict, old.reason) == (Verdict.SKIP, Reason.NOT_CAUGHT_UP), old
+    off = client_for(election_off)
+    off.register([job])
+    answer = off.should_run(name, past, kind=Kind.CATCH_UP)
+    assert (answer.verdict, answer.reason) == (Verdict.SKIP, Reason.NOT_CAUGHT_UP), answer

@@ -6,5 +6,14 @@
 
 export { Client, CoordinatorError, Watch } from "./client";
 export type { ClientOptions, FinishedOptions, FiringOptions, FiringOutcome } from "./client";
-export { ElectionMode, Kind, Policy, Reason, Verdict, noManagerAnswer, toMs } from "./types";
+export {
+  CatchUp,
+  ElectionMode,
+  Kind,
+  Policy,
+  Reason,
+  Verdict,
+  noManagerAnswer,
+  toMs,
+} from "./types";
 export type { Answer, ElectionStamp, Instant, Instruction, Job, Registration } from "./types";

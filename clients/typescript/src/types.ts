@@ -4,6 +4,7 @@
 import * as pb from "./gen/cronstable/v1/cronstable";
 
 export {
+  CatchUp,
   ClusterPolicy as Policy,
   ElectionMode,
   FiringKind as Kind,
@@ -11,6 +12,7 @@ export {
   Verdict,
 } from "./gen/cronstable/v1/cronstable";
 import {
+  CatchUp,
   ClusterPolicy as Policy,
   ElectionMode,
   FiringKind as Kind,
@@ -42,6 +44,14 @@ export interface Job {
   retries?: number;
   /** How late a scheduled firing may still be asked about and start; default 90 s. */
   startingDeadlineMs?: number;
+  /**
+   * Whether an instant nobody ran still runs on the job's owner while it is at most
+   * `catchUpWindowMs` old (LATEST: the newest; ALL: each, up to `catchUpLimit`, default 10).
+   * Leader jobs on the lease backends only.
+   */
+  catchUp?: CatchUp;
+  catchUpWindowMs?: number;
+  catchUpLimit?: number;
 }
 
 export function jobToWire(job: Job): pb.JobDefinition {
@@ -59,6 +69,9 @@ export function jobToWire(job: Job): pb.JobDefinition {
     retryBackoffMaxMs: 0,
     concurrencyPolicy: pb.ConcurrencyPolicy.CONCURRENCY_POLICY_UNSPECIFIED,
     startingDeadlineMs: job.startingDeadlineMs ?? 0,
+    catchUp: job.catchUp ?? CatchUp.CATCH_UP_UNSPECIFIED,
+    catchUpWindowMs: job.catchUpWindowMs ?? 0,
+    catchUpLimit: job.catchUpLimit ?? 0,
   };
 }
 
@@ -165,6 +178,8 @@ export type Instruction =
   | { kind: "hello"; nodeName: string; jobSetId: string; election: ElectionStamp }
   | { kind: "manualStart"; job: string; requestedAtMs: number; requestId: string }
   | { kind: "runDeferred"; job: string; scheduledAtMs: number }
+  /** A missed instant nobody ran: ask shouldRun with Kind CATCH_UP first, then run it marked. */
+  | { kind: "catchUp"; job: string; scheduledAtMs: number }
   | {
       kind: "resumeRetry";
       job: string;
@@ -185,6 +200,7 @@ export function instructionFromWire(i: pb.Instruction): Instruction | undefined 
   }
   if (i.manualStart) return { kind: "manualStart", ...i.manualStart };
   if (i.runDeferred) return { kind: "runDeferred", ...i.runDeferred };
+  if (i.catchUp) return { kind: "catchUp", ...i.catchUp };
   if (i.resumeRetry) return { kind: "resumeRetry", ...i.resumeRetry };
   if (i.jobSetChanged) return { kind: "jobSetChanged", ...i.jobSetChanged };
   if (i.goodbye) return { kind: "goodbye", election: stampFromWire(i.goodbye.election) };

@@ -13,6 +13,7 @@ import { parse } from "yaml";
 
 import {
   Answer,
+  CatchUp,
   Client,
   CoordinatorError,
   ElectionMode,
@@ -592,6 +593,47 @@ describe("conformance", () => {
       assert.ok(registration.warnings[0].includes(parked), registration.warnings[0]);
       assert.match(registration.warnings[0], /never fires/);
       assert.equal((await client.shouldRun(parked, AT)).verdict, Verdict.VERDICT_RUN);
+    },
+  );
+
+  conformance(
+    "CONF-18",
+    "a catch-up question is answered only inside its window, where claims are kept",
+    async () => {
+      const [leader] = await lease();
+      await settledAnswers(unique("conf18-plain"));
+      const name = unique("conf18");
+      const catchUp = { catchUp: CatchUp.CATCH_UP_ALL, catchUpWindowMs: 600_000 };
+      const onLeader = clientFor(leader);
+      const e = await refusal(
+        onLeader.register([{ ...job(unique("conf18-short")), ...catchUp, catchUpWindowMs: 5_000 }]),
+      );
+      assert.equal(e.code, grpc.status.INVALID_ARGUMENT);
+      assert.ok(e.details.includes("catch_up_window_ms"), e.details);
+      await onLeader.register([{ ...job(name), ...catchUp }]);
+      const past = (Math.floor(Date.now() / 60_000) - 3) * 60_000;
+      const kind = Kind.FIRING_KIND_CATCH_UP;
+      const caught = await onLeader.shouldRun(name, past, { kind });
+      assert.deepEqual(
+        [caught.verdict, caught.reason],
+        [Verdict.VERDICT_RUN, Reason.REASON_LEADER],
+        JSON.stringify(caught),
+      );
+      assert.ok(caught.fence, JSON.stringify(caught));
+      const old = await onLeader.shouldRun(name, past - 8 * 60_000, { kind });
+      assert.deepEqual(
+        [old.verdict, old.reason],
+        [Verdict.VERDICT_SKIP, Reason.REASON_NOT_CAUGHT_UP],
+        JSON.stringify(old),
+      );
+      const off = clientFor(electionOff);
+      await off.register([{ ...job(name), ...catchUp }]);
+      const a = await off.shouldRun(name, past, { kind });
+      assert.deepEqual(
+        [a.verdict, a.reason],
+        [Verdict.VERDICT_SKIP, Reason.REASON_NOT_CAUGHT_UP],
+        JSON.stringify(a),
+      );
     },
   );
 });

@@ -36,7 +36,8 @@
 //! (`Leader|PreferLeader|EveryNode`), `timeout` (e.g. `30s`, `10m`, `1h`, or bare seconds),
 //! `retries` (at most [`MAX_RETRIES`]), `retryBackoff`, `retryBackoffMax`,
 //! `concurrencyPolicy` (`Allow|Forbid|Replace`), `startingDeadline` (how late a firing may
-//! still start, default 90s) and `seconds` (`true|false`). Durations use
+//! still start, default 90s), `catchUp` (`none|latest|all`), `catchUpWindow`, `catchUpLimit`
+//! (see [`crate::catch_up`]) and `seconds` (`true|false`). Durations use
 //! [`crate::duration`], as the YAML job file does, and unset keys take the job file's
 //! defaults. An unknown key, a repeated key or a bad value is an error on the annotation line,
 //! and the job below it is then not loaded (an error on its line says so) rather than loaded
@@ -66,6 +67,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::catch_up::{CatchUpKeys, policy_from};
 use crate::duration::{format_duration, parse_duration};
 use crate::job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, MAX_RETRIES, RetryPolicy};
 use crate::jobfile::{DEFAULT_RETRY_BACKOFF, DEFAULT_RETRY_BACKOFF_MAX, MAX_NAME_LEN};
@@ -134,12 +136,14 @@ struct Annotation {
     max_backoff: Option<Duration>,
     concurrency: Option<ConcurrencyPolicy>,
     starting_deadline: Option<Duration>,
+    catch_up: CatchUpKeys,
     seconds: bool,
 }
 
 /// The annotation keys, for the unknown-key error.
 const KEYS: &str = "name, clusterPolicy, timeout, retries, retryBackoff, retryBackoffMax, \
-                    concurrencyPolicy, startingDeadline, seconds";
+                    concurrencyPolicy, startingDeadline, catchUp, catchUpWindow, catchUpLimit, \
+                    seconds";
 
 impl Annotation {
     /// Adds one annotation line's `key=value` words; the problems found, if any.
@@ -188,6 +192,12 @@ impl Annotation {
                     return Err("must be more than 0 (leave it out for the default, 90s)".into());
                 }
                 d => self.starting_deadline = Some(d),
+            },
+            "catchUp" => self.catch_up.mode = Some(value.parse()?),
+            "catchUpWindow" => self.catch_up.window = Some(parse_duration(value)?),
+            "catchUpLimit" => match value.parse() {
+                Ok(n) => self.catch_up.limit = Some(n),
+                Err(_) => return Err("expected a whole number".into()),
             },
             "retryBackoff" => self.backoff = Some(parse_duration(value)?),
             "retryBackoffMax" => self.max_backoff = Some(parse_duration(value)?),
@@ -468,7 +478,7 @@ impl State<'_> {
             ));
         };
         let schedule = fields.join(" ");
-        Schedule::parse(&schedule, self.tz.as_deref()).map_err(|e| e.to_string())?;
+        let parsed = Schedule::parse(&schedule, self.tz.as_deref()).map_err(|e| e.to_string())?;
         if raw_command.is_empty() {
             return Err(format!("no command after the schedule `{schedule}`"));
         }
@@ -500,6 +510,19 @@ impl State<'_> {
         job.retry = a.retry()?;
         job.concurrency_policy = a.concurrency.unwrap_or_default();
         job.starting_deadline = a.starting_deadline;
+        job.catch_up = policy_from(
+            a.catch_up,
+            &parsed,
+            job.cluster_policy,
+            job.starting_deadline(),
+        )
+        .map_err(|problems| {
+            let said: Vec<String> = problems
+                .into_iter()
+                .map(|(key, why)| format!("annotation {key}: {why}"))
+                .collect();
+            said.join("; ")
+        })?;
         Ok(job)
     }
 }

@@ -43,7 +43,7 @@ pub struct Firing {
     pub job: String,
     /// The nominal instant (Unix ms); for a manual start, when it was requested.
     pub scheduled_at_ms: i64,
-    /// Scheduled, `@reboot`, a retry with its attempt, or manual.
+    /// Scheduled, `@reboot`, a retry with its attempt, manual, or a catch-up.
     pub kind: FiringKind,
 }
 
@@ -61,9 +61,24 @@ pub enum FiringKind {
     },
     /// An operator's explicit start.
     Manual,
+    /// A missed instant of a job with `catchUp`, offered by its owner's coordinator: decided
+    /// and claimed like a scheduled firing, but judged against the job's `catchUpWindow`
+    /// instead of its start deadline ([`crate::catch_up`]).
+    CatchUp,
 }
 
 impl FiringKind {
+    /// Stable snake_case code for JSON, ledger lines and metric labels.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Scheduled => "scheduled",
+            Self::Reboot => "reboot",
+            Self::Retry { .. } => "retry",
+            Self::Manual => "manual",
+            Self::CatchUp => "catch_up",
+        }
+    }
+
     /// The attempt number: a retry's own, 1 for every other kind.
     pub fn attempt(self) -> u32 {
         match self {
@@ -199,11 +214,15 @@ pub enum Reason {
     /// A scheduled firing asked about after its job's start deadline: a late question is no
     /// new firing (see [`past_starting_deadline`]).
     StartingDeadline,
+    /// A catch-up firing this coordinator will not run: past the job's `catchUpWindow`, a job
+    /// without `catchUp`, or a backend that keeps no claims (so it cannot know that nobody ran
+    /// the instant).
+    NotCaughtUp,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 18] = [
         Self::ElectionOff,
         Self::Manual,
         Self::EveryNode,
@@ -221,6 +240,7 @@ impl Reason {
         Self::AlreadyRan,
         Self::Starting,
         Self::StartingDeadline,
+        Self::NotCaughtUp,
     ];
 
     /// Stable snake_case code for JSON, metrics labels and logs.
@@ -243,6 +263,7 @@ impl Reason {
             Self::AlreadyRan => "already_ran",
             Self::Starting => "starting",
             Self::StartingDeadline => "starting_deadline",
+            Self::NotCaughtUp => "not_caught_up",
         }
     }
 
@@ -273,6 +294,10 @@ impl Reason {
             Self::StartingDeadline => {
                 "the question came after the firing's start deadline (startingDeadline), so it \
                  is no new firing"
+            }
+            Self::NotCaughtUp => {
+                "this coordinator does not catch this instant up: it is past the job's \
+                 catchUpWindow, the job has no catchUp, or no firing claims are kept here"
             }
         }
     }

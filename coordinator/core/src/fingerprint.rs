@@ -23,6 +23,7 @@
 //! | `0x09` | `retry` | retries, then backoff and max backoff in whole milliseconds |
 //! | `0x0a` | `concurrency_policy` | its config spelling (`Allow`, `Forbid`, `Replace`) |
 //! | `0x0b` | `starting_deadline` | nothing when unset, else the tag and whole milliseconds |
+//! | `0x0c` | `catch_up` | nothing for `none`, else the tag, the mode's spelling, the window in whole milliseconds and the limit |
 //!
 //! A field added after `v1` is encoded only when it is set, so a job set that does not use it
 //! keeps the ID it had before the field existed (nodes of two versions agree during a rolling
@@ -57,6 +58,7 @@
 //!                || 0x08 opt(ms(timeout)) || 0x09 u32_be(retries) || ms(backoff) || ms(max_backoff)
 //!                || 0x0a str(concurrency_policy)
 //!                [|| 0x0b ms(starting_deadline)]          (only when set)
+//!                [|| 0x0c str(mode) || ms(window) || u32_be(limit)]  (only with catch-up)
 //! set          = b"cronstable-job-set-v1\0" || u64_be(#jobs) || (u64_be(len(job)) || job)*
 //!                with the job encodings sorted by bytes
 //! job-set ID   = "v1:" || lowercase_hex(SHA-256(set))
@@ -235,6 +237,7 @@ mod tag {
     pub(super) const RETRY: u8 = 0x09;
     pub(super) const CONCURRENCY_POLICY: u8 = 0x0a;
     pub(super) const STARTING_DEADLINE: u8 = 0x0b;
+    pub(super) const CATCH_UP: u8 = 0x0c;
 }
 
 /// The canonical `v1` encoding of one job (see the module docs).
@@ -253,6 +256,7 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
         retry,
         concurrency_policy,
         starting_deadline,
+        catch_up,
     } = job;
     let RetryPolicy {
         retries,
@@ -292,6 +296,12 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
     if let Some(deadline) = starting_deadline {
         out.push(tag::STARTING_DEADLINE);
         put_ms(&mut out, *deadline);
+    }
+    if let Some(c) = catch_up {
+        out.push(tag::CATCH_UP);
+        put_str(&mut out, c.mode.as_str());
+        put_ms(&mut out, c.window);
+        out.extend_from_slice(&c.limit.to_be_bytes());
     }
     out
 }

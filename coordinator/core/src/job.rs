@@ -83,6 +83,62 @@ impl ConcurrencyPolicy {
     }
 }
 
+/// The `catchUp` key as written: `none` (the default), `latest` or `all`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchUp {
+    /// A missed instant stays missed (and is not counted: nothing watches for it).
+    #[default]
+    None,
+    /// Of the missed instants inside the window, only the newest runs.
+    Latest,
+    /// Every missed instant inside the window runs, oldest first, up to `catchUpLimit`.
+    All,
+}
+
+impl CatchUp {
+    /// The spelling in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Latest => "latest",
+            Self::All => "all",
+        }
+    }
+}
+
+impl fmt::Display for CatchUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for CatchUp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Self::None),
+            "latest" => Ok(Self::Latest),
+            "all" => Ok(Self::All),
+            _ => Err(format!(
+                "unknown catchUp {s:?}: expected none, latest or all"
+            )),
+        }
+    }
+}
+
+/// How a job that catches up does it. A job without one (`catchUp: none`) never does. Checked,
+/// with the rest of the job, by [`crate::catch_up::policy_from`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CatchUpPolicy {
+    /// `latest` or `all` (never `none`: that is no policy).
+    pub mode: CatchUp,
+    /// How long after its instant a missed firing may still run (`catchUpWindow`).
+    pub window: Duration,
+    /// The most missed instants one job runs from one window (`catchUpLimit`, the storm limit).
+    pub limit: u32,
+}
+
 /// The most relaunches a job may ask for: enough for any real retry policy, and small enough
 /// that attempt arithmetic can never overflow.
 pub const MAX_RETRIES: u32 = 1000;
@@ -146,6 +202,9 @@ pub struct JobSpec {
     /// (`startingDeadline`); `None` for [`DEFAULT_STARTING_DEADLINE`]. A question that comes
     /// later is answered SKIP (`starting_deadline`): it is no new firing.
     pub starting_deadline: Option<Duration>,
+    /// Whether, and how, an instant no node ran still runs later on the job's owner
+    /// (`catchUp`, `catchUpWindow`, `catchUpLimit`); `None` for `catchUp: none`, the default.
+    pub catch_up: Option<CatchUpPolicy>,
 }
 
 /// A scheduled firing's start deadline when the job sets none: a real crond starts the
@@ -172,6 +231,7 @@ impl JobSpec {
             retry: RetryPolicy::default(),
             concurrency_policy: ConcurrencyPolicy::default(),
             starting_deadline: None,
+            catch_up: None,
         }
     }
 

@@ -15,6 +15,9 @@
 //!     retryBackoffMax: 5m         # optional cap on the doubled wait, default 5m; 0 = no cap
 //!     concurrencyPolicy: Forbid   # Allow (default) | Forbid | Replace
 //!     startingDeadline: 5m        # optional: how late a firing may still start, default 90s
+//!     catchUp: latest             # none (default) | latest | all: run an instant nobody ran
+//!     catchUpWindow: 30m          # with catchUp: how late a missed instant may still run
+//!     catchUpLimit: 10            # with catchUp all: most missed instants run per window
 //!
 //!   - name: rotate-local-logs
 //!     command: ./rotate.sh
@@ -51,6 +54,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use crate::catch_up::{CatchUp, CatchUpKeys, policy_from};
 use crate::job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, RetryPolicy};
 use crate::schedule::Schedule;
 use crate::yaml::{self, KeyLines, YamlError};
@@ -140,6 +144,12 @@ struct RawJob {
     concurrency_policy: ConcurrencyPolicy,
     #[serde(default, deserialize_with = "crate::duration::deserialize_option")]
     starting_deadline: Option<Duration>,
+    #[serde(default)]
+    catch_up: Option<CatchUp>,
+    #[serde(default, deserialize_with = "crate::duration::deserialize_option")]
+    catch_up_window: Option<Duration>,
+    #[serde(default)]
+    catch_up_limit: Option<u32>,
 }
 
 /// Reads a job file. `source` names the file in errors. See the module docs for what loads
@@ -258,9 +268,27 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
     };
     let mut job = JobSpec::new(raw.name, raw.schedule.trim(), raw.command);
     // With a bad zone the schedule cannot be judged, and the zone error already says why.
-    if tz_ok && let Err(e) = Schedule::parse(&job.schedule, raw.timezone.as_deref()) {
-        problems.push(("schedule", e.to_string()));
-    }
+    let schedule = if tz_ok {
+        Schedule::parse(&job.schedule, raw.timezone.as_deref())
+            .map_err(|e| problems.push(("schedule", e.to_string())))
+            .ok()
+    } else {
+        None
+    };
+    let keys = CatchUpKeys {
+        mode: raw.catch_up,
+        window: raw.catch_up_window,
+        limit: raw.catch_up_limit,
+    };
+    let deadline = raw
+        .starting_deadline
+        .unwrap_or(crate::job::DEFAULT_STARTING_DEADLINE);
+    let catch_up = match &schedule {
+        Some(s) => policy_from(keys, s, raw.cluster_policy, deadline)
+            .map_err(|found| problems.extend(found))
+            .unwrap_or(None),
+        None => None,
+    };
     for (key, value) in &raw.environment {
         if !is_env_name(key) {
             let why = format!("invalid variable name {key:?}: use letters, digits and _");
@@ -318,6 +346,7 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
     };
     job.concurrency_policy = raw.concurrency_policy;
     job.starting_deadline = raw.starting_deadline;
+    job.catch_up = catch_up;
     Ok(job)
 }
 

@@ -10,6 +10,7 @@
 //! - [`checker`]: the schedule checker (targets, exact run matching, verdicts, SVG timeline).
 //! - [`job`]: the job model (`JobSpec`, `ClusterPolicy`, retry and concurrency policies).
 //! - [`decision`]: the per-firing decision table (`decide`).
+//! - [`catch_up`]: bounded catch-up of missed Leader instants (settings, the owner's tracker).
 //! - [`quorum`]: quorum math (`quorum_size`).
 //! - [`election`]: the leader-election rule (`elect_leader`).
 //! - [`rendezvous`]: highest-random-weight ownership of a job among members.
@@ -23,6 +24,7 @@
 //! - [`yaml`]: YAML deserialization with file, line and key path in every error.
 //! - [`duration`]: the duration syntax of config and job files (`90s`, `1h30m`, `10`).
 
+pub mod catch_up;
 pub mod checker;
 pub mod crontab;
 pub mod decision;

@@ -70,6 +70,19 @@ fn for_all(rule: &str, check: impl Fn(ClusterPolicy, FiringKind, Gate, Decision)
     );
 }
 
+/// A catch-up is a scheduled firing asked late on purpose: the table decides it exactly as it
+/// decides the scheduled one, over every policy and gate (its window and its claim are the
+/// coordinator's, around the table).
+#[test]
+fn a_catch_up_is_decided_as_a_scheduled_firing() {
+    for_all(
+        "a catch-up is decided as a scheduled firing",
+        |policy, kind, gate, d| {
+            kind != FiringKind::Scheduled || decide(policy, FiringKind::CatchUp, gate) == d
+        },
+    );
+}
+
 #[test]
 fn manual_runs_always_run() {
     for_all("manual runs are never gated (POL-02)", |_, kind, _, d| {

@@ -207,6 +207,44 @@ fn a_starting_deadline_is_covered_only_when_set() {
     assert_ne!(job_set_id(&[with]), ninety);
 }
 
+/// Catch-up came after v1 too: a job without it keeps its ID; each of its three settings is
+/// covered, so nodes that would catch up differently do not count as agreeing.
+#[test]
+fn catch_up_is_covered_only_when_set_and_in_every_setting() {
+    use cronstable_core::catch_up::{CatchUp, CatchUpPolicy};
+    let plain = JobSpec::new("a", "* * * * *", "true");
+    let policy = CatchUpPolicy {
+        mode: CatchUp::All,
+        window: Duration::from_secs(600),
+        limit: 10,
+    };
+    let with = |p: CatchUpPolicy| {
+        let mut j = plain.clone();
+        j.catch_up = Some(p);
+        job_set_id(&[j])
+    };
+    let base = with(policy);
+    let ids = [
+        job_set_id(std::slice::from_ref(&plain)),
+        base.clone(),
+        with(CatchUpPolicy {
+            mode: CatchUp::Latest,
+            ..policy
+        }),
+        with(CatchUpPolicy {
+            window: Duration::from_millis(600_001),
+            ..policy
+        }),
+        with(CatchUpPolicy {
+            limit: 11,
+            ..policy
+        }),
+    ];
+    let distinct: std::collections::BTreeSet<_> = ids.iter().map(|i| i.as_str()).collect();
+    assert_eq!(distinct.len(), ids.len(), "{ids:?}");
+    assert_eq!(with(policy), base, "deterministic");
+}
+
 #[test]
 fn job_set_id_parse_accepts_exactly_the_v1_form() {
     let good = job_set_id(&[]);
@@ -305,6 +343,7 @@ fn job() -> impl Strategy<Value = JobSpec> {
                         ConcurrencyPolicy::Replace,
                     ][c],
                     starting_deadline: sd,
+                    catch_up: None,
                 }
             },
         )

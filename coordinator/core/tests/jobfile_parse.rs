@@ -276,3 +276,59 @@ fn a_starting_deadline_is_a_positive_duration_and_defaults_to_ninety_seconds() {
     assert_eq!(sites.len(), 1, "{sites:?}");
     assert!(sites[0].1.contains("startingDeadline"), "{sites:?}");
 }
+
+/// The catch-up keys load into one policy; a bad value or combination is an error naming the
+/// file, the line and the key, and only that job is left out.
+#[test]
+fn catch_up_keys_load_or_fail_on_their_own_line_and_key() {
+    use cronstable_core::catch_up::{CatchUp, CatchUpPolicy};
+    let parsed = inline(
+        "jobs:\n\
+         \x20 - name: a\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * * *\"\n\
+         \x20   startingDeadline: 5s\n\
+         \x20   catchUp: all\n\
+         \x20   catchUpWindow: 10s\n\
+         \x20 - name: b\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   catchUp: sometimes\n\
+         \x20 - name: c\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   catchUp: latest\n\
+         \x20   catchUpWindow: 1m\n\
+         \x20 - name: d\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   catchUpLimit: 3\n\
+         \x20 - {name: e, command: x, schedule: \"* * * * *\"}\n",
+    );
+    assert_eq!(names(&parsed), ["a", "e"]);
+    let jobs: Vec<_> = parsed.jobs().collect();
+    assert_eq!(
+        jobs[0].catch_up,
+        Some(CatchUpPolicy {
+            mode: CatchUp::All,
+            window: Duration::from_secs(10),
+            limit: 10,
+        })
+    );
+    assert_eq!(jobs[1].catch_up, None);
+    let sites = error_sites(&parsed);
+    assert_eq!(
+        sites,
+        [
+            (Some(11), "jobs[1].catchUp".to_owned()),
+            (Some(16), "jobs[2].catchUpWindow".to_owned()),
+            (Some(20), "jobs[3].catchUpLimit".to_owned()),
+        ]
+    );
+    let text: Vec<String> = parsed.errors.iter().map(|e| e.to_string()).collect();
+    assert!(
+        text[0].contains("jobs.yaml:11") && text[0].contains("sometimes"),
+        "{text:?}"
+    );
+    assert!(text[1].contains("startingDeadline 1m30s"), "{text:?}");
+}

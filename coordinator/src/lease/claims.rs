@@ -31,6 +31,7 @@
 
 use std::time::Duration;
 
+use cronstable_core::JobSpec;
 use serde::{Deserialize, Serialize};
 
 use super::LeaseError;
@@ -41,10 +42,19 @@ pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// The shortest time a claim is kept after its instant.
 pub const MIN_RETENTION: Duration = Duration::from_secs(3600);
 
-/// How long claims are kept after their instant, for a job set whose longest start deadline is
-/// `longest_deadline`: an hour, or that deadline and ten minutes when longer.
-pub fn retention(longest_deadline: Duration) -> Duration {
-    MIN_RETENTION.max(longest_deadline + Duration::from_secs(600))
+/// How long claims are kept after their instant, for a job set of `jobs`: an hour, or the
+/// longest start deadline or `catchUpWindow` and ten minutes when longer. Catch-up judges an
+/// instant by its claim, so a claim must outlive the window it may be looked for in.
+pub fn retention<'a>(jobs: impl IntoIterator<Item = &'a JobSpec>) -> Duration {
+    let longest = jobs
+        .into_iter()
+        .map(|j| {
+            let window = j.catch_up.map_or(Duration::ZERO, |c| c.window);
+            j.starting_deadline().max(window)
+        })
+        .max()
+        .unwrap_or_default();
+    MIN_RETENTION.max(longest + Duration::from_secs(600))
 }
 
 /// One firing's claim, as stored.
@@ -61,6 +71,11 @@ pub struct FiringClaim {
     pub fence: String,
     /// When it was claimed, on the claimer's clock (Unix ms), for people reading the store.
     pub claimed_at_ms: i64,
+    /// Claimed by a catch-up of a missed instant. A node's claim wins again only for the same
+    /// kind of question: the ordinary firing and a catch-up of one instant, both asked on this
+    /// node in one term, must not both be answered RUN.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub catch_up: bool,
 }
 
 /// What a create-if-absent of a claim found.
@@ -85,7 +100,11 @@ pub enum Claimed {
 pub fn judge(mine: &FiringClaim, write: ClaimWrite) -> Claimed {
     match write {
         ClaimWrite::Created => Claimed::Won,
-        ClaimWrite::Exists(Some(c)) if c.node == mine.node && c.fence == mine.fence => Claimed::Won,
+        ClaimWrite::Exists(Some(c))
+            if c.node == mine.node && c.fence == mine.fence && c.catch_up == mine.catch_up =>
+        {
+            Claimed::Won
+        }
         ClaimWrite::Exists(Some(c)) => Claimed::Taken(format!(
             "claimed by node {:?} under fence {:?} at {} ms",
             c.node, c.fence, c.claimed_at_ms
@@ -105,6 +124,15 @@ pub trait FiringClaimStore: Send + 'static {
 
     /// Removes the claims of instants before `before_ms`; returns how many.
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError>;
+
+    /// The job and instant of every claim whose instant is in `from_ms..=to_ms`, in any order;
+    /// a claim whose record cannot be decoded counts (something claimed it). What catch-up
+    /// reads to tell a missed instant from one that ran.
+    async fn claimed_between(
+        &mut self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(String, i64)>, LeaseError>;
 }
 
 #[cfg(test)]
@@ -118,6 +146,7 @@ mod tests {
             node: node.into(),
             fence: fence.into(),
             claimed_at_ms: 60_120,
+            catch_up: false,
         }
     }
 
@@ -145,12 +174,39 @@ mod tests {
         );
     }
 
+    /// The ordinary firing and a catch-up of one instant, asked on one node in one term, meet
+    /// on the claim: the second is not this node's own.
     #[test]
-    fn claims_outlive_every_start_deadline() {
-        assert_eq!(retention(Duration::from_secs(90)), MIN_RETENTION);
+    fn a_claim_is_won_again_only_by_the_same_kind_of_question() {
+        let mine = FiringClaim {
+            catch_up: true,
+            ..claim("b", "7")
+        };
+        let ordinary = ClaimWrite::Exists(Some(claim("b", "7")));
+        assert!(matches!(judge(&mine, ordinary), Claimed::Taken(_)));
+        let again = ClaimWrite::Exists(Some(mine.clone()));
+        assert_eq!(judge(&mine, again), Claimed::Won);
+    }
+
+    #[test]
+    fn claims_outlive_every_start_deadline_and_catch_up_window() {
+        use cronstable_core::catch_up::{CatchUp, CatchUpPolicy};
+        let job = |deadline_s: u64, window_s: Option<u64>| {
+            let mut j = JobSpec::new("a", "* * * * *", "true");
+            j.starting_deadline = Some(Duration::from_secs(deadline_s));
+            j.catch_up = window_s.map(|w| CatchUpPolicy {
+                mode: CatchUp::All,
+                window: Duration::from_secs(w),
+                limit: 100,
+            });
+            j
+        };
+        assert_eq!(retention(&[job(90, None)]), MIN_RETENTION);
+        assert_eq!(retention(&[]), MIN_RETENTION);
         assert_eq!(
-            retention(Duration::from_secs(7200)),
+            retention(&[job(90, None), job(7200, None)]),
             Duration::from_secs(7800)
         );
+        assert_eq!(retention(&[job(90, Some(5400))]), Duration::from_secs(6000));
     }
 }

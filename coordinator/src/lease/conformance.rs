@@ -448,6 +448,7 @@ where
         node: node.into(),
         fence: format!("fence-{node}"),
         claimed_at_ms: at + 20,
+        catch_up: false,
     };
     async fn ready<H: Harness>(h: &H, name: &str) -> H::Store {
         let mut s = h.contender(name);
@@ -487,4 +488,30 @@ where
         c.create_claim(&claim("c", 120_000)).await.unwrap(),
         ClaimWrite::Exists(Some(_))
     ));
+    // What catch-up reads: every claim of a span of instants, bounds included, whoever wrote it.
+    let odd = FiringClaim {
+        job: "nightly report/eu".into(),
+        catch_up: true,
+        ..claim("b", 180_000)
+    };
+    assert_eq!(b.create_claim(&odd).await.unwrap(), ClaimWrite::Created);
+    let mut seen = c.claimed_between(60_000, 180_000).await.unwrap();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("nightly report/eu".to_owned(), 180_000),
+            ("report".to_owned(), 60_000),
+            ("report".to_owned(), 120_000),
+        ]
+    );
+    let mut inner = c.claimed_between(60_001, 179_999).await.unwrap();
+    inner.sort();
+    assert_eq!(inner, [("report".to_owned(), 120_000)]);
+    assert!(
+        c.claimed_between(200_000, 300_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -313,4 +313,20 @@ impl FiringClaimStore for MemoryStore {
         })
         .await
     }
+
+    async fn claimed_between(
+        &mut self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(String, i64)>, LeaseError> {
+        self.on_store(|inner| {
+            inner
+                .claims
+                .keys()
+                .filter(|(at, _)| (from_ms..=to_ms).contains(at))
+                .map(|(at, job)| (job.clone(), *at))
+                .collect()
+        })
+        .await
+    }
 }

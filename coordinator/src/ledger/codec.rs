@@ -44,15 +44,6 @@ struct Line {
     transferred: bool,
 }
 
-fn kind_code(kind: FiringKind) -> &'static str {
-    match kind {
-        FiringKind::Scheduled => "scheduled",
-        FiringKind::Reboot => "reboot",
-        FiringKind::Retry { .. } => "retry",
-        FiringKind::Manual => "manual",
-    }
-}
-
 fn reason_of(code: &str) -> Option<Reason> {
     Reason::ALL.into_iter().find(|r| r.code() == code)
 }
@@ -68,7 +59,7 @@ impl Line {
         let mut line = Line {
             job: r.job.clone(),
             at: r.scheduled_at_ms,
-            kind: kind_code(r.kind).to_owned(),
+            kind: FiringKind::code(r.kind).to_owned(),
             attempt: r.attempt,
             node: r.node.clone(),
             rec: r.recorded_at_ms,
@@ -132,6 +123,7 @@ impl Line {
                 attempt: self.attempt,
             },
             "manual" => FiringKind::Manual,
+            "catch_up" => FiringKind::CatchUp,
             _ => return None,
         };
         let event = match self.ev.as_str() {

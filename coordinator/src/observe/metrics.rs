@@ -134,6 +134,8 @@ struct JobSeries {
     runs: IntCounterVec,
     skips: IntCounterVec,
     missed: IntCounterVec,
+    catch_ups: IntCounterVec,
+    given_up: IntCounterVec,
     duration: HistogramVec,
 }
 
@@ -174,6 +176,20 @@ impl JobSeries {
                 "cronstable_job_missed_firings_total",
                 "Firings this node's executor owned but could not start in time.",
                 &["job"],
+            ),
+            catch_ups: counter_vec(
+                jr,
+                "cronstable_job_catch_up_runs_total",
+                "Missed instants this node answered RUN as a catch-up (catchUp: latest or all).",
+                &["job"],
+            ),
+            given_up: counter_vec(
+                jr,
+                "cronstable_job_catch_up_given_up_total",
+                "Missed instants this node's catch-up gave up, by reason: window (it left \
+                 catchUpWindow unrun), superseded (catchUp latest ran a newer one) or \
+                 storm_limit (more than catchUpLimit in the window).",
+                &["job", "reason"],
             ),
             duration,
         }
@@ -436,12 +452,25 @@ impl Metrics {
         self.inner.quorum_transitions.inc();
     }
 
+    /// Counts `n` missed instants of `job` that catch-up gave up, for `reason`.
+    pub fn catch_up_given_up(&self, job: &str, reason: &str, n: usize) {
+        let m = &self.inner;
+        m.jobs
+            .given_up
+            .with_label_values(&[job, reason])
+            .inc_by(n as u64);
+        m.job_generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Feeds one ledger record into the per-job series.
     pub fn observe(&self, record: &Record) {
         let m = &self.inner;
         let job = record.job.as_str();
         match &record.event {
             Event::Decided { verdict, reason } => {
+                if record.kind == FiringKind::CatchUp && *verdict == Verdict::Run {
+                    m.jobs.catch_ups.with_label_values(&[job]).inc();
+                }
                 if record.kind == FiringKind::Scheduled {
                     m.jobs
                         .firings

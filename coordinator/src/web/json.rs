@@ -17,15 +17,6 @@ pub(super) fn rfc3339(ms: i64) -> Option<String> {
     DateTime::<Utc>::from_timestamp_millis(ms).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
 }
 
-fn kind_str(kind: FiringKind) -> &'static str {
-    match kind {
-        FiringKind::Scheduled => "scheduled",
-        FiringKind::Reboot => "reboot",
-        FiringKind::Retry { .. } => "retry",
-        FiringKind::Manual => "manual",
-    }
-}
-
 /// Whether a record's output tail goes into its JSON: the detail view shows it, the list
 /// leaves it out (a thousand tails would dominate the list's size and cost).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +38,7 @@ impl Serialize for RecordJson<'_> {
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("scheduledAt", &rfc3339(r.scheduled_at_ms))?;
         m.serialize_entry("scheduledAtMs", &r.scheduled_at_ms)?;
-        m.serialize_entry("kind", kind_str(r.kind))?;
+        m.serialize_entry("kind", FiringKind::code(r.kind))?;
         m.serialize_entry("attempt", &r.attempt)?;
         m.serialize_entry("node", &r.node)?;
         m.serialize_entry("recordedAt", &rfc3339(r.recorded_at_ms))?;

@@ -7,9 +7,10 @@
 //!
 //! Beside it: [`handoff`] hands a retry sequence to the new owner, [`resume`] continues one
 //! handed to this shim, [`one_shot`] holds `@reboot` one-shots until the coordinator may decide
-//! them, and [`election_memory`] keeps the election mode the coordinator last stated, for when
+//! them, [`catch_up`] runs the missed instants the coordinator offers, and [`election_memory`] keeps the election mode the coordinator last stated, for when
 //! it is away.
 
+pub mod catch_up;
 pub mod election_memory;
 pub mod handoff;
 pub mod one_shot;
@@ -55,6 +56,8 @@ pub struct FiringContext {
     pub jobs: watch::Receiver<Arc<Vec<LoadedJob>>>,
     /// Where the coordinator's `RunDeferred` pushes wake waiting @reboot one-shots.
     pub wakeups: crate::coordinator::wakeups::DeferredWakeups,
+    /// The missed instants this shim has started as catch-ups (each once).
+    pub catch_ups: Arc<catch_up::Offers>,
     /// The job-set ID of the shim's last successful registration with the coordinator. An
     /// @reboot one-shot is asked about only while it equals `job_set_id` (see
     /// [`crate::firing::one_shot`]): a coordinator still holding a previous registration would decide
@@ -88,6 +91,7 @@ impl FiringContext {
             reregister: Arc::new(Notify::new()),
             jobs,
             wakeups: crate::coordinator::wakeups::DeferredWakeups::new(),
+            catch_ups: Arc::default(),
             registered: Arc::new(watch::channel(None).0),
             standby: Arc::new(watch::channel(None).0),
             election: Arc::new(watch::channel(ElectionMemory::default()).0),
@@ -276,16 +280,34 @@ impl FiringContext {
     }
 }
 
+/// A firing's identity as its run sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    /// The nominal instant (`CRONSTABLE_SCHEDULED_AT`, also for a catch-up).
+    pub scheduled_at: DateTime<Utc>,
+    /// The cluster-wide firing ID.
+    pub firing_id: &'a str,
+    /// The attempt number.
+    pub attempt: u32,
+    /// The fencing token, where the backend has one.
+    pub fence: Option<&'a str>,
+    /// The node that decided.
+    pub node: &'a str,
+    /// A missed instant run late by catch-up (`CRONSTABLE_CATCH_UP=1`).
+    pub catch_up: bool,
+}
+
 /// The environment a run gets on top of the shim's own: the job's variables and the firing's
 /// identity, so a job can make its side effects idempotent or fenced.
-pub fn firing_env(
-    job: &JobSpec,
-    scheduled_at: DateTime<Utc>,
-    firing_id: &str,
-    attempt: u32,
-    fence: Option<&str>,
-    node: &str,
-) -> BTreeMap<String, String> {
+pub fn firing_env(job: &JobSpec, id: Identity<'_>) -> BTreeMap<String, String> {
+    let Identity {
+        scheduled_at,
+        firing_id,
+        attempt,
+        fence,
+        node,
+        catch_up,
+    } = id;
     let mut env = job.environment.clone();
     env.insert("CRONSTABLE_JOB".into(), job.name.clone());
     env.insert(
@@ -299,6 +321,9 @@ pub fn firing_env(
     }
     if !node.is_empty() {
         env.insert("CRONSTABLE_NODE".into(), node.to_owned());
+    }
+    if catch_up {
+        env.insert("CRONSTABLE_CATCH_UP".into(), "1".to_owned());
     }
     env
 }
@@ -420,7 +445,8 @@ async fn perform(
             kind,
             attempt,
         } => {
-            let outcome = launch(ctx, job, seq.scheduled_at(), kind, attempt, &answer).await;
+            let firing = (seq.scheduled_at(), kind, attempt, seq.is_catch_up());
+            let outcome = launch(ctx, job, firing, &answer).await;
             Some(Event::Ran(outcome.map(|o| o.succeeded())))
         }
     }
@@ -483,12 +509,14 @@ fn log(seq: &Sequence, note: Note) {
     }
 }
 
+/// One attempt to start: its instant, kind, attempt number, and whether its sequence is a
+/// catch-up (a retry of a caught-up instant is marked too).
+type Attempt = (DateTime<Utc>, FiringKind, u32, bool);
+
 async fn launch(
     ctx: &FiringContext,
     job: &JobSpec,
-    scheduled_at: DateTime<Utc>,
-    kind: FiringKind,
-    attempt: u32,
+    (scheduled_at, kind, attempt, catch_up): Attempt,
     gate: &Answer,
 ) -> Option<Outcome> {
     let at_ms = scheduled_at.timestamp_millis();
@@ -497,7 +525,7 @@ async fn launch(
     let result = ctx
         .supervisor
         .run(
-            launch_of(job, scheduled_at, kind, attempt, gate),
+            launch_of(job, (scheduled_at, kind, attempt, catch_up), gate),
             move |pid, started_at| {
                 tracing::info!(
                     job = name,
@@ -556,9 +584,7 @@ async fn launch(
 /// What the supervisor starts for `job`'s firing at `scheduled_at`, on the RUN `gate`.
 fn launch_of(
     job: &JobSpec,
-    scheduled_at: DateTime<Utc>,
-    kind: FiringKind,
-    attempt: u32,
+    (scheduled_at, kind, attempt, catch_up): Attempt,
     gate: &Answer,
 ) -> Launch {
     Launch {
@@ -567,11 +593,14 @@ fn launch_of(
         stdin: job.stdin.clone(),
         env: firing_env(
             job,
-            scheduled_at,
-            &gate.firing_id,
-            attempt,
-            gate.fence.as_deref(),
-            &gate.node_name,
+            Identity {
+                scheduled_at,
+                firing_id: &gate.firing_id,
+                attempt,
+                fence: gate.fence.as_deref(),
+                node: &gate.node_name,
+                catch_up,
+            },
         ),
         timeout: job.timeout,
         // Forbid is enforced again under the supervisor's lock: firings that were asked at the
@@ -621,7 +650,15 @@ mod tests {
         let mut job = JobSpec::new("backup", "0 3 * * *", "./backup.sh");
         job.environment.insert("TARGET".into(), "s3".into());
         let at = Utc.with_ymd_and_hms(2026, 3, 5, 3, 0, 0).unwrap();
-        let env = firing_env(&job, at, "fid", 2, Some("fence-7"), "n1");
+        let id = Identity {
+            scheduled_at: at,
+            firing_id: "fid",
+            attempt: 2,
+            fence: Some("fence-7"),
+            node: "n1",
+            catch_up: false,
+        };
+        let env = firing_env(&job, id);
         assert_eq!(env["CRONSTABLE_JOB"], "backup");
         assert_eq!(env["CRONSTABLE_SCHEDULED_AT"], "2026-03-05T03:00:00Z");
         assert_eq!(env["CRONSTABLE_FIRING_ID"], "fid");
@@ -629,7 +666,26 @@ mod tests {
         assert_eq!(env["CRONSTABLE_NODE"], "n1");
         assert_eq!(env["CRONSTABLE_FENCE"], "fence-7");
         assert_eq!(env["TARGET"], "s3");
-        assert!(!firing_env(&job, at, "fid", 1, None, "").contains_key("CRONSTABLE_FENCE"));
+        assert!(!env.contains_key("CRONSTABLE_CATCH_UP"));
+        let bare = Identity {
+            attempt: 1,
+            fence: None,
+            node: "",
+            ..id
+        };
+        assert!(!firing_env(&job, bare).contains_key("CRONSTABLE_FENCE"));
+        let late = firing_env(
+            &job,
+            Identity {
+                catch_up: true,
+                ..id
+            },
+        );
+        assert_eq!(late["CRONSTABLE_CATCH_UP"], "1");
+        assert_eq!(
+            late["CRONSTABLE_SCHEDULED_AT"], "2026-03-05T03:00:00Z",
+            "a catch-up keeps its nominal instant"
+        );
     }
 
     /// A coordinator that answers from a script: the logic above the client (what the shim does
@@ -756,6 +812,7 @@ mod tests {
             reregister: Arc::new(Notify::new()),
             jobs: watch::channel(Arc::new(vec![loaded])).1,
             wakeups: crate::coordinator::wakeups::DeferredWakeups::new(),
+            catch_ups: Arc::default(),
             registered: Arc::new(watch::channel(None).0),
             standby: Arc::new(watch::channel(None).0),
             election: Arc::new(watch::channel(ElectionMemory::default()).0),

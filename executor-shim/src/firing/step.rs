@@ -239,6 +239,8 @@ pub struct Sequence {
     deferred_one_shot: bool,
     /// When the first question of this sequence was about to be asked.
     asked_from: Instant,
+    /// The sequence began as a catch-up.
+    catch_up: bool,
     told_vanished: bool,
     deferred_since: Option<Instant>,
     registered_before: bool,
@@ -259,6 +261,7 @@ impl Sequence {
         let deferred_one_shot =
             first == FiringKind::Reboot && job.cluster_policy != ClusterPolicy::EveryNode;
         Self {
+            catch_up: first == FiringKind::CatchUp,
             job,
             scheduled_at,
             kind: first,
@@ -281,6 +284,11 @@ impl Sequence {
     /// The firing's instant.
     pub fn scheduled_at(&self) -> DateTime<Utc> {
         self.scheduled_at
+    }
+
+    /// Whether this sequence runs a missed instant the coordinator offered (its retries too).
+    pub fn is_catch_up(&self) -> bool {
+        self.catch_up
     }
 
     /// Whether this is a deferred `@reboot` one-shot (it may be woken by a push).
@@ -469,7 +477,7 @@ impl Sequence {
         let since = *self.deferred_since.get_or_insert(now.mono);
         let bound = match self.kind {
             FiringKind::Retry { .. } => Some(MAX_RETRY_DEFERRAL),
-            FiringKind::Scheduled => Some(MAX_SCHEDULED_DEFERRAL),
+            FiringKind::Scheduled | FiringKind::CatchUp => Some(MAX_SCHEDULED_DEFERRAL),
             FiringKind::Reboot | FiringKind::Manual => None,
         };
         if let Some(bound) = bound

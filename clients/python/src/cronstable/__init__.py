@@ -12,6 +12,8 @@ with client.firing("charge-cards", scheduled_at) as f:
 from .client import Client, CoordinatorError, Firing, Watch
 from .types import (
     Answer,
+    CatchUp,
+    CatchUpRun,
     ElectionMode,
     ElectionStamp,
     Goodbye,
@@ -32,6 +34,8 @@ from .types import (
 
 __all__ = [
     "Answer",
+    "CatchUp",
+    "CatchUpRun",
     "Client",
     "CoordinatorError",
     "ElectionMode",

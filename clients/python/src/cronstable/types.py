@@ -45,6 +45,7 @@ class Reason(enum.Enum):
     ALREADY_RAN = pb.REASON_ALREADY_RAN
     STARTING = pb.REASON_STARTING
     STARTING_DEADLINE = pb.REASON_STARTING_DEADLINE
+    NOT_CAUGHT_UP = pb.REASON_NOT_CAUGHT_UP
 
 
 class Policy(enum.Enum):
@@ -64,6 +65,16 @@ class Kind(enum.Enum):
     REBOOT = pb.FIRING_KIND_REBOOT
     RETRY = pb.FIRING_KIND_RETRY
     MANUAL = pb.FIRING_KIND_MANUAL
+    CATCH_UP = pb.FIRING_KIND_CATCH_UP
+
+
+class CatchUp(enum.Enum):
+    """Whether a missed instant of a Leader job still runs later (lease backends only)."""
+
+    UNSPECIFIED = pb.CATCH_UP_UNSPECIFIED
+    NONE = pb.CATCH_UP_NONE
+    LATEST = pb.CATCH_UP_LATEST
+    ALL = pb.CATCH_UP_ALL
 
 
 class ElectionMode(enum.Enum):
@@ -118,6 +129,11 @@ class Job:
     retries: int = 0
     # How late a scheduled firing may still be asked about and start; 0 for the default (90 s).
     starting_deadline_ms: int = 0
+    # Whether an instant nobody ran still runs on the job's owner while it is at most
+    # catch_up_window_ms old (LATEST: the newest one; ALL: each, up to catch_up_limit, 0 for 10).
+    catch_up: CatchUp = CatchUp.UNSPECIFIED
+    catch_up_window_ms: int = 0
+    catch_up_limit: int = 0
 
     def to_wire(self) -> pb.JobDefinition:
         return pb.JobDefinition(
@@ -130,6 +146,9 @@ class Job:
             timeout_ms=self.timeout_ms,
             retries=self.retries,
             starting_deadline_ms=self.starting_deadline_ms,
+            catch_up=self.catch_up.value,
+            catch_up_window_ms=self.catch_up_window_ms,
+            catch_up_limit=self.catch_up_limit,
         )
 
 
@@ -253,6 +272,15 @@ class RunDeferred:
 
 
 @dataclasses.dataclass(frozen=True)
+class CatchUpRun:
+    """Run a missed instant nobody ran: ask should_run with Kind.CATCH_UP and this instant
+    first (the answer claims it), and run it marked as a catch-up."""
+
+    job: str
+    scheduled_at_ms: int
+
+
+@dataclasses.dataclass(frozen=True)
 class ResumeRetry:
     """Continue a retry sequence another node handed off."""
 
@@ -270,7 +298,7 @@ class JobSetChanged:
     job_set_id: str
 
 
-Instruction = Hello | ManualStart | RunDeferred | ResumeRetry | JobSetChanged | Goodbye
+Instruction = Hello | ManualStart | RunDeferred | CatchUpRun | ResumeRetry | JobSetChanged | Goodbye
 
 
 def instruction_from_wire(i: pb.Instruction) -> Instruction | None:
@@ -285,6 +313,8 @@ def instruction_from_wire(i: pb.Instruction) -> Instruction | None:
         return ManualStart(m.job, m.requested_at_ms, m.request_id)
     if which == "run_deferred":
         return RunDeferred(i.run_deferred.job, i.run_deferred.scheduled_at_ms)
+    if which == "catch_up":
+        return CatchUpRun(i.catch_up.job, i.catch_up.scheduled_at_ms)
     if which == "resume_retry":
         r = i.resume_retry
         return ResumeRetry(

@@ -53,5 +53,6 @@ pub(crate) fn kind_name(kind: FiringKind) -> &'static str {
         FiringKind::Reboot => "reboot",
         FiringKind::Retry { .. } => "retry",
         FiringKind::Manual => "manual",
+        FiringKind::CatchUp => "catch_up",
     }
 }

@@ -101,6 +101,22 @@ impl RecordsStore {
         }
     }
 
+    /// The (job, instant) of every claim of an instant in `from_ms..=to_ms` (for catch-up).
+    pub async fn claimed_between(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(String, i64)>, LeaseError> {
+        bounded("reading the claims", async {
+            self.client
+                .lock()
+                .await
+                .claimed_between(from_ms, to_ms)
+                .await
+        })
+        .await
+    }
+
     /// The jobs recorded under `job_set_id`.
     pub async fn read(&self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
         bounded("reading the @reboot records", async {

@@ -13,16 +13,13 @@ pub async fn push_when_ready(
     state: CoordinatorState,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let mut view = state.view.clone();
-    let mut job_sets = state.registry.subscribe();
+    let mut changes = state.changes();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             biased;
             () = &mut shutdown => return,
-            changed = view.changed() => if changed.is_err() { return },
-            changed = job_sets.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(RECHECK) => {}
+            more = changes.next(RECHECK) => if !more { return },
         }
         push_ready(&state);
     }

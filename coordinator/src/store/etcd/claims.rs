@@ -10,7 +10,7 @@
 //! they outlive the holder that wrote them. The instant comes first and zero-padded, so the
 //! keys sort by instant and pruning is one range delete up to the bound.
 
-use etcd_client::{Compare, CompareOp, DeleteOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
 
 use super::EtcdStore;
 use crate::lease::LeaseError;
@@ -62,5 +62,36 @@ impl FiringClaimStore for EtcdStore {
             )
             .await?;
         Ok(usize::try_from(resp.deleted()).unwrap_or(0))
+    }
+
+    async fn claimed_between(
+        &mut self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(String, i64)>, LeaseError> {
+        let (from, to) = (
+            self.claims_at(from_ms),
+            self.claims_at(to_ms.saturating_add(1)),
+        );
+        let mut client = self.client().await?;
+        let resp = self
+            .request(
+                "reading the claims",
+                client.get(
+                    from,
+                    Some(GetOptions::new().with_range(to).with_keys_only()),
+                ),
+            )
+            .await?;
+        let prefix = self.claims_prefix();
+        Ok(resp
+            .kvs()
+            .iter()
+            .filter_map(|kv| {
+                let rest = kv.key_str().ok()?.strip_prefix(&prefix)?;
+                let (at, job) = rest.split_once('/')?;
+                Some((job.to_owned(), at.parse().ok()?))
+            })
+            .collect())
     }
 }

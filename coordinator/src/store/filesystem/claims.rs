@@ -56,6 +56,43 @@ fn instant_of(name: &str) -> Option<i64> {
     name.split_once('@')?.0.parse().ok()
 }
 
+/// The job and instant a claim's file name holds; `None` for anything else.
+fn parse_name(name: &str) -> Option<(String, i64)> {
+    let (at, rest) = name.split_once('@')?;
+    let encoded = rest.strip_suffix(".json")?;
+    let mut bytes = Vec::with_capacity(encoded.len());
+    let mut it = encoded.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hex = [it.next()?, it.next()?];
+            bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
+        } else {
+            bytes.push(b);
+        }
+    }
+    Some((String::from_utf8(bytes).ok()?, at.parse().ok()?))
+}
+
+/// The (job, instant) of every claim in `dir` whose instant is in `from_ms..=to_ms`.
+fn between(dir: &Path, from_ms: i64, to_ms: i64) -> Result<Vec<(String, i64)>, LeaseError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(store_err("cannot list", dir, e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| store_err("cannot list", dir, e))?;
+        let name = entry.file_name();
+        if let Some((job, at)) = name.to_str().and_then(parse_name)
+            && (from_ms..=to_ms).contains(&at)
+        {
+            found.push((job, at));
+        }
+    }
+    Ok(found)
+}
+
 fn read_existing(path: &Path) -> Result<Option<FiringClaim>, LeaseError> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
@@ -143,11 +180,35 @@ impl FiringClaimStore for FilesystemStore {
         let dir = self.claims_dir();
         self.blocking(move || prune(&dir, before_ms)).await
     }
+
+    async fn claimed_between(
+        &mut self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<(String, i64)>, LeaseError> {
+        let dir = self.claims_dir();
+        self.blocking(move || between(&dir, from_ms, to_ms)).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_claims_file_name_reads_back_as_its_job_and_instant() {
+        for job in ["report", "nightly report/eu", "ünïcode-job", "%41"] {
+            let name = file_name(job, 1_772_409_600_000);
+            assert_eq!(
+                parse_name(&name),
+                Some((job.to_owned(), 1_772_409_600_000)),
+                "{name}"
+            );
+        }
+        for other in [".claim-1-2", "x@y.json", "12@bad%zz.json", "12@job.txt"] {
+            assert_eq!(parse_name(other), None, "{other}");
+        }
+    }
 
     fn claim(node: &str, at: i64) -> FiringClaim {
         FiringClaim {
@@ -155,6 +216,7 @@ mod tests {
             scheduled_at_ms: at,
             node: node.into(),
             fence: "1".into(),
+            catch_up: false,
             claimed_at_ms: at + 5,
         }
     }

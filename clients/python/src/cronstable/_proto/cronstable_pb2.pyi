@@ -21,6 +21,7 @@ class FiringKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FIRING_KIND_REBOOT: _ClassVar[FiringKind]
     FIRING_KIND_RETRY: _ClassVar[FiringKind]
     FIRING_KIND_MANUAL: _ClassVar[FiringKind]
+    FIRING_KIND_CATCH_UP: _ClassVar[FiringKind]
 
 class Verdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,6 +50,14 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_ALREADY_RAN: _ClassVar[Reason]
     REASON_STARTING: _ClassVar[Reason]
     REASON_STARTING_DEADLINE: _ClassVar[Reason]
+    REASON_NOT_CAUGHT_UP: _ClassVar[Reason]
+
+class CatchUp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CATCH_UP_UNSPECIFIED: _ClassVar[CatchUp]
+    CATCH_UP_NONE: _ClassVar[CatchUp]
+    CATCH_UP_LATEST: _ClassVar[CatchUp]
+    CATCH_UP_ALL: _ClassVar[CatchUp]
 
 class ConcurrencyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +80,7 @@ FIRING_KIND_SCHEDULED: FiringKind
 FIRING_KIND_REBOOT: FiringKind
 FIRING_KIND_RETRY: FiringKind
 FIRING_KIND_MANUAL: FiringKind
+FIRING_KIND_CATCH_UP: FiringKind
 VERDICT_UNSPECIFIED: Verdict
 VERDICT_RUN: Verdict
 VERDICT_SKIP: Verdict
@@ -93,6 +103,11 @@ REASON_TOO_LATE: Reason
 REASON_ALREADY_RAN: Reason
 REASON_STARTING: Reason
 REASON_STARTING_DEADLINE: Reason
+REASON_NOT_CAUGHT_UP: Reason
+CATCH_UP_UNSPECIFIED: CatchUp
+CATCH_UP_NONE: CatchUp
+CATCH_UP_LATEST: CatchUp
+CATCH_UP_ALL: CatchUp
 CONCURRENCY_POLICY_UNSPECIFIED: ConcurrencyPolicy
 CONCURRENCY_POLICY_ALLOW: ConcurrencyPolicy
 CONCURRENCY_POLICY_FORBID: ConcurrencyPolicy
@@ -102,7 +117,7 @@ ELECTION_MODE_OFF: ElectionMode
 ELECTION_MODE_ON: ElectionMode
 
 class JobDefinition(_message.Message):
-    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy", "starting_deadline_ms")
+    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy", "starting_deadline_ms", "catch_up", "catch_up_window_ms", "catch_up_limit")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -123,6 +138,9 @@ class JobDefinition(_message.Message):
     RETRY_BACKOFF_MAX_MS_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_POLICY_FIELD_NUMBER: _ClassVar[int]
     STARTING_DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_LIMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: str
     command: str
@@ -136,7 +154,10 @@ class JobDefinition(_message.Message):
     retry_backoff_max_ms: int
     concurrency_policy: ConcurrencyPolicy
     starting_deadline_ms: int
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_ms: _Optional[int] = ...) -> None: ...
+    catch_up: CatchUp
+    catch_up_window_ms: int
+    catch_up_limit: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_ms: _Optional[int] = ..., catch_up: _Optional[_Union[CatchUp, str]] = ..., catch_up_window_ms: _Optional[int] = ..., catch_up_limit: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsRequest(_message.Message):
     __slots__ = ("executor_id", "jobs", "instance_id", "pid")
@@ -335,20 +356,22 @@ class WatchRequest(_message.Message):
     def __init__(self, executor_id: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class Instruction(_message.Message):
-    __slots__ = ("hello", "manual_start", "run_deferred", "resume_retry", "job_set_changed", "goodbye")
+    __slots__ = ("hello", "manual_start", "run_deferred", "resume_retry", "job_set_changed", "goodbye", "catch_up")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     MANUAL_START_FIELD_NUMBER: _ClassVar[int]
     RUN_DEFERRED_FIELD_NUMBER: _ClassVar[int]
     RESUME_RETRY_FIELD_NUMBER: _ClassVar[int]
     JOB_SET_CHANGED_FIELD_NUMBER: _ClassVar[int]
     GOODBYE_FIELD_NUMBER: _ClassVar[int]
+    CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     manual_start: ManualStart
     run_deferred: RunDeferred
     resume_retry: ResumeRetry
     job_set_changed: JobSetChanged
     goodbye: Goodbye
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., manual_start: _Optional[_Union[ManualStart, _Mapping]] = ..., run_deferred: _Optional[_Union[RunDeferred, _Mapping]] = ..., resume_retry: _Optional[_Union[ResumeRetry, _Mapping]] = ..., job_set_changed: _Optional[_Union[JobSetChanged, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ...) -> None: ...
+    catch_up: CatchUpRun
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., manual_start: _Optional[_Union[ManualStart, _Mapping]] = ..., run_deferred: _Optional[_Union[RunDeferred, _Mapping]] = ..., resume_retry: _Optional[_Union[ResumeRetry, _Mapping]] = ..., job_set_changed: _Optional[_Union[JobSetChanged, _Mapping]] = ..., goodbye: _Optional[_Union[Goodbye, _Mapping]] = ..., catch_up: _Optional[_Union[CatchUpRun, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
     __slots__ = ("node_name", "job_set_id", "election")
@@ -377,6 +400,14 @@ class ManualStart(_message.Message):
     def __init__(self, job: _Optional[str] = ..., requested_at_ms: _Optional[int] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class RunDeferred(_message.Message):
+    __slots__ = ("job", "scheduled_at_ms")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    job: str
+    scheduled_at_ms: int
+    def __init__(self, job: _Optional[str] = ..., scheduled_at_ms: _Optional[int] = ...) -> None: ...
+
+class CatchUpRun(_message.Message):
     __slots__ = ("job", "scheduled_at_ms")
     JOB_FIELD_NUMBER: _ClassVar[int]
     SCHEDULED_AT_MS_FIELD_NUMBER: _ClassVar[int]

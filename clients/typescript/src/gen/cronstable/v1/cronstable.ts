@@ -100,6 +100,8 @@ export enum FiringKind {
   FIRING_KIND_RETRY = 3,
   /** FIRING_KIND_MANUAL - an operator's explicit start; never gated */
   FIRING_KIND_MANUAL = 4,
+  /** FIRING_KIND_CATCH_UP - a missed instant the coordinator offered (Instruction.catch_up); gated and claimed like SCHEDULED */
+  FIRING_KIND_CATCH_UP = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -120,6 +122,9 @@ export function firingKindFromJSON(object: any): FiringKind {
     case 4:
     case "FIRING_KIND_MANUAL":
       return FiringKind.FIRING_KIND_MANUAL;
+    case 5:
+    case "FIRING_KIND_CATCH_UP":
+      return FiringKind.FIRING_KIND_CATCH_UP;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -139,6 +144,8 @@ export function firingKindToJSON(object: FiringKind): string {
       return "FIRING_KIND_RETRY";
     case FiringKind.FIRING_KIND_MANUAL:
       return "FIRING_KIND_MANUAL";
+    case FiringKind.FIRING_KIND_CATCH_UP:
+      return "FIRING_KIND_CATCH_UP";
     case FiringKind.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -235,6 +242,8 @@ export enum Reason {
   REASON_STARTING = 16,
   /** REASON_STARTING_DEADLINE - SKIP: a scheduled firing asked after its startingDeadline */
   REASON_STARTING_DEADLINE = 17,
+  /** REASON_NOT_CAUGHT_UP - SKIP: a CATCH_UP firing this coordinator will not run (past the job's catchUpWindow, the job has no catchUp, or no claims are kept here) */
+  REASON_NOT_CAUGHT_UP = 18,
   UNRECOGNIZED = -1,
 }
 
@@ -294,6 +303,9 @@ export function reasonFromJSON(object: any): Reason {
     case 17:
     case "REASON_STARTING_DEADLINE":
       return Reason.REASON_STARTING_DEADLINE;
+    case 18:
+    case "REASON_NOT_CAUGHT_UP":
+      return Reason.REASON_NOT_CAUGHT_UP;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -339,7 +351,58 @@ export function reasonToJSON(object: Reason): string {
       return "REASON_STARTING";
     case Reason.REASON_STARTING_DEADLINE:
       return "REASON_STARTING_DEADLINE";
+    case Reason.REASON_NOT_CAUGHT_UP:
+      return "REASON_NOT_CAUGHT_UP";
     case Reason.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum CatchUp {
+  /** CATCH_UP_UNSPECIFIED - treated as NONE */
+  CATCH_UP_UNSPECIFIED = 0,
+  /** CATCH_UP_NONE - a missed instant stays missed */
+  CATCH_UP_NONE = 1,
+  /** CATCH_UP_LATEST - of the missed instants inside the window, the newest runs */
+  CATCH_UP_LATEST = 2,
+  /** CATCH_UP_ALL - each missed instant inside the window runs, oldest first, up to the limit */
+  CATCH_UP_ALL = 3,
+  UNRECOGNIZED = -1,
+}
+
+export function catchUpFromJSON(object: any): CatchUp {
+  switch (object) {
+    case 0:
+    case "CATCH_UP_UNSPECIFIED":
+      return CatchUp.CATCH_UP_UNSPECIFIED;
+    case 1:
+    case "CATCH_UP_NONE":
+      return CatchUp.CATCH_UP_NONE;
+    case 2:
+    case "CATCH_UP_LATEST":
+      return CatchUp.CATCH_UP_LATEST;
+    case 3:
+    case "CATCH_UP_ALL":
+      return CatchUp.CATCH_UP_ALL;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return CatchUp.UNRECOGNIZED;
+  }
+}
+
+export function catchUpToJSON(object: CatchUp): string {
+  switch (object) {
+    case CatchUp.CATCH_UP_UNSPECIFIED:
+      return "CATCH_UP_UNSPECIFIED";
+    case CatchUp.CATCH_UP_NONE:
+      return "CATCH_UP_NONE";
+    case CatchUp.CATCH_UP_LATEST:
+      return "CATCH_UP_LATEST";
+    case CatchUp.CATCH_UP_ALL:
+      return "CATCH_UP_ALL";
+    case CatchUp.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
   }
@@ -467,6 +530,12 @@ export interface JobDefinition {
   concurrencyPolicy: ConcurrencyPolicy;
   /** how late a scheduled firing may still start; 0 for the default (90 s) */
   startingDeadlineMs: number;
+  /** whether a missed Leader instant still runs later; UNSPECIFIED is NONE */
+  catchUp: CatchUp;
+  /** with catch_up: how long after its instant a missed one may still run */
+  catchUpWindowMs: number;
+  /** with catch_up ALL: most missed instants run per window; 0 for the default (10) */
+  catchUpLimit: number;
 }
 
 export interface JobDefinition_EnvironmentEntry {
@@ -660,6 +729,7 @@ export interface Instruction {
   resumeRetry?: ResumeRetry | undefined;
   jobSetChanged?: JobSetChanged | undefined;
   goodbye?: Goodbye | undefined;
+  catchUp?: CatchUpRun | undefined;
 }
 
 /** First message on every Watch stream. */
@@ -690,6 +760,18 @@ export interface ManualStart {
 
 /** Run a deferred @reboot one-shot now. */
 export interface RunDeferred {
+  job: string;
+  scheduledAtMs: number;
+}
+
+/**
+ * Run a missed instant of a job with catchUp: nobody ran it, and it is inside the job's
+ * catchUpWindow. Ask ShouldRun with kind CATCH_UP and this instant first (the answer claims it),
+ * and run it with CRONSTABLE_CATCH_UP=1. Offered again after a few seconds while it stays
+ * unclaimed; an executor that does not know this message ignores it, and the instant is then
+ * given up when it leaves the window.
+ */
+export interface CatchUpRun {
   job: string;
   scheduledAtMs: number;
 }
@@ -732,6 +814,9 @@ function createBaseJobDefinition(): JobDefinition {
     retryBackoffMaxMs: 0,
     concurrencyPolicy: 0,
     startingDeadlineMs: 0,
+    catchUp: 0,
+    catchUpWindowMs: 0,
+    catchUpLimit: 0,
   };
 }
 
@@ -775,6 +860,15 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     }
     if (message.startingDeadlineMs !== 0) {
       writer.uint32(104).uint64(message.startingDeadlineMs);
+    }
+    if (message.catchUp !== 0) {
+      writer.uint32(112).int32(message.catchUp);
+    }
+    if (message.catchUpWindowMs !== 0) {
+      writer.uint32(120).uint64(message.catchUpWindowMs);
+    }
+    if (message.catchUpLimit !== 0) {
+      writer.uint32(128).uint32(message.catchUpLimit);
     }
     return writer;
   },
@@ -899,6 +993,30 @@ export const JobDefinition: MessageFns<JobDefinition> = {
             message.startingDeadlineMs = longToNumber(reader.uint64());
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.catchUp = reader.int32() as any;
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.catchUpWindowMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.catchUpLimit = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -963,6 +1081,21 @@ export const JobDefinition: MessageFns<JobDefinition> = {
         : isSet(object.starting_deadline_ms)
         ? globalThis.Number(object.starting_deadline_ms)
         : 0,
+      catchUp: isSet(object.catchUp)
+        ? catchUpFromJSON(object.catchUp)
+        : isSet(object.catch_up)
+        ? catchUpFromJSON(object.catch_up)
+        : 0,
+      catchUpWindowMs: isSet(object.catchUpWindowMs)
+        ? globalThis.Number(object.catchUpWindowMs)
+        : isSet(object.catch_up_window_ms)
+        ? globalThis.Number(object.catch_up_window_ms)
+        : 0,
+      catchUpLimit: isSet(object.catchUpLimit)
+        ? globalThis.Number(object.catchUpLimit)
+        : isSet(object.catch_up_limit)
+        ? globalThis.Number(object.catch_up_limit)
+        : 0,
     };
   },
 
@@ -1013,6 +1146,15 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     if (message.startingDeadlineMs !== 0) {
       obj.startingDeadlineMs = Math.round(message.startingDeadlineMs);
     }
+    if (message.catchUp !== 0) {
+      obj.catchUp = catchUpToJSON(message.catchUp);
+    }
+    if (message.catchUpWindowMs !== 0) {
+      obj.catchUpWindowMs = Math.round(message.catchUpWindowMs);
+    }
+    if (message.catchUpLimit !== 0) {
+      obj.catchUpLimit = Math.round(message.catchUpLimit);
+    }
     return obj;
   },
 
@@ -1042,6 +1184,9 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     message.retryBackoffMaxMs = object.retryBackoffMaxMs ?? 0;
     message.concurrencyPolicy = object.concurrencyPolicy ?? 0;
     message.startingDeadlineMs = object.startingDeadlineMs ?? 0;
+    message.catchUp = object.catchUp ?? 0;
+    message.catchUpWindowMs = object.catchUpWindowMs ?? 0;
+    message.catchUpLimit = object.catchUpLimit ?? 0;
     return message;
   },
 };
@@ -3233,6 +3378,7 @@ function createBaseInstruction(): Instruction {
     resumeRetry: undefined,
     jobSetChanged: undefined,
     goodbye: undefined,
+    catchUp: undefined,
   };
 }
 
@@ -3255,6 +3401,9 @@ export const Instruction: MessageFns<Instruction> = {
     }
     if (message.goodbye !== undefined) {
       Goodbye.encode(message.goodbye, writer.uint32(50).fork()).join();
+    }
+    if (message.catchUp !== undefined) {
+      CatchUpRun.encode(message.catchUp, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -3320,6 +3469,14 @@ export const Instruction: MessageFns<Instruction> = {
             message.goodbye = Goodbye.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.catchUp = CatchUpRun.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3356,6 +3513,11 @@ export const Instruction: MessageFns<Instruction> = {
         ? JobSetChanged.fromJSON(object.job_set_changed)
         : undefined,
       goodbye: isSet(object.goodbye) ? Goodbye.fromJSON(object.goodbye) : undefined,
+      catchUp: isSet(object.catchUp)
+        ? CatchUpRun.fromJSON(object.catchUp)
+        : isSet(object.catch_up)
+        ? CatchUpRun.fromJSON(object.catch_up)
+        : undefined,
     };
   },
 
@@ -3378,6 +3540,9 @@ export const Instruction: MessageFns<Instruction> = {
     }
     if (message.goodbye !== undefined) {
       obj.goodbye = Goodbye.toJSON(message.goodbye);
+    }
+    if (message.catchUp !== undefined) {
+      obj.catchUp = CatchUpRun.toJSON(message.catchUp);
     }
     return obj;
   },
@@ -3402,6 +3567,9 @@ export const Instruction: MessageFns<Instruction> = {
       : undefined;
     message.goodbye = (object.goodbye !== undefined && object.goodbye !== null)
       ? Goodbye.fromPartial(object.goodbye)
+      : undefined;
+    message.catchUp = (object.catchUp !== undefined && object.catchUp !== null)
+      ? CatchUpRun.fromPartial(object.catchUp)
       : undefined;
     return message;
   },
@@ -3779,6 +3947,95 @@ export const RunDeferred: MessageFns<RunDeferred> = {
   },
   fromPartial(object: DeepPartial<RunDeferred>): RunDeferred {
     const message = createBaseRunDeferred();
+    message.job = object.job ?? "";
+    message.scheduledAtMs = object.scheduledAtMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseCatchUpRun(): CatchUpRun {
+  return { job: "", scheduledAtMs: 0 };
+}
+
+export const CatchUpRun: MessageFns<CatchUpRun> = {
+  encode(message: CatchUpRun, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.job !== "") {
+      writer.uint32(10).string(message.job);
+    }
+    if (message.scheduledAtMs !== 0) {
+      writer.uint32(16).int64(message.scheduledAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CatchUpRun {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCatchUpRun();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.job = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.scheduledAtMs = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CatchUpRun {
+    return {
+      job: isSet(object.job) ? globalThis.String(object.job) : "",
+      scheduledAtMs: isSet(object.scheduledAtMs)
+        ? globalThis.Number(object.scheduledAtMs)
+        : isSet(object.scheduled_at_ms)
+        ? globalThis.Number(object.scheduled_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: CatchUpRun): unknown {
+    const obj: any = {};
+    if (message.job !== "") {
+      obj.job = message.job;
+    }
+    if (message.scheduledAtMs !== 0) {
+      obj.scheduledAtMs = Math.round(message.scheduledAtMs);
+    }
+    return obj;
+  },
+
+  create(base?: DeepPartial<CatchUpRun>): CatchUpRun {
+    return CatchUpRun.fromPartial(base ?? {});
+  },
+  fromPartial(object: DeepPartial<CatchUpRun>): CatchUpRun {
+    const message = createBaseCatchUpRun();
     message.job = object.job ?? "";
     message.scheduledAtMs = object.scheduledAtMs ?? 0;
     return message;

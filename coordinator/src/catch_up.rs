@@ -1,0 +1,185 @@
+//! Bounded catch-up on the lease stores: the task that finds the instants of this node's Leader
+//! jobs with `catchUp` that nobody ran, offers them to the job's executor over Watch
+//! (`CatchUpRun`), and counts and logs every instant it gives up.
+//!
+//! Once a [`PASS_EVERY`], and whenever the view or the job set changes, it looks at each such
+//! job this node would run now (the gate's own answer for a catch-up at this moment: the
+//! holder, or the job's owner under `distribution: spread`). For those it reads the store's
+//! claims of the span still to be judged in one call, and steps each job's
+//! [`cronstable_core::catch_up::Tracker`], which names what to offer and what to give up. The
+//! offer is only a wake-up: the executor asks ShouldRun with the catch-up kind, and the gate
+//! claims the instant before it answers RUN, exactly as for an ordinary scheduled Leader
+//! firing, so an instant runs at most once however offers, ordinary questions and handovers
+//! race.
+//!
+//! What it can know: an instant is "nobody ran it" when it has no claim. Claims are kept for
+//! [`crate::lease::claims::retention`], which covers every window; a node looks back no further
+//! than that, and no earlier than when it first saw the job (an instant from before the job
+//! existed on this node is nobody's miss). So a cluster whose every coordinator restarted at
+//! once starts afresh, as a new Kubernetes CronJob does. Gossip and Kubernetes keep no claims,
+//! and this task does nothing there (registration warns).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use cronstable_core::catch_up::{CatchUpPolicy, GRACE, Tracker};
+use cronstable_core::schedule::Schedule;
+use cronstable_core::{FiringKind, JobSpec, Verdict};
+
+use crate::clock::Now;
+use crate::lease::claims::retention;
+use crate::state::{CoordinatorState, Instruction};
+
+/// How often the owner looks for missed instants.
+pub const PASS_EVERY: Duration = Duration::from_secs(1);
+
+/// One job's tracker, with what it was built for: a job redefined (another schedule, zone or
+/// policy) starts over, as if first seen then.
+struct Tracked {
+    schedule: Schedule,
+    written: (String, Option<String>, CatchUpPolicy),
+    tracker: Tracker,
+}
+
+/// The task's memory between passes.
+#[derive(Default)]
+pub struct CatchUps {
+    jobs: HashMap<String, Tracked>,
+    /// The last store error, so a failing store is logged once per change, not every pass.
+    store_error: Option<String>,
+}
+
+/// Runs passes until `shutdown` resolves.
+pub async fn run(state: CoordinatorState, shutdown: impl std::future::Future<Output = ()>) {
+    let mut changes = state.changes();
+    let mut memory = CatchUps::default();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return,
+            more = changes.next(PASS_EVERY) => if !more { return },
+        }
+        pass(&state, &mut memory, Now::read()).await;
+    }
+}
+
+/// One pass at `now` (see the module docs).
+pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
+    let Some(store) = state.records_store() else {
+        memory.jobs.clear();
+        return;
+    };
+    let set = state.registry.current();
+    memory
+        .jobs
+        .retain(|name, _| set.get(name).is_some_and(|j| j.spec.catch_up.is_some()));
+    let lookback = retention(set.jobs.values().map(|j| &j.spec));
+    let mut owned = Vec::new();
+    for (name, registered) in &set.jobs {
+        let Some(tracked) = track(memory, &registered.spec, now.unix_ms) else {
+            continue;
+        };
+        let probe = now.unix_ms - GRACE.as_millis() as i64;
+        if state.peek_verdict(name, FiringKind::CatchUp, probe) == Some(Verdict::Run) {
+            owned.push((name.clone(), registered.executor_id.clone()));
+        } else {
+            tracked.tracker.not_owner();
+        }
+    }
+    if owned.is_empty() {
+        return;
+    }
+    let from = owned
+        .iter()
+        .filter_map(|(name, _)| memory.jobs.get(name))
+        .map(|t| t.tracker.look_from(now.unix_ms, lookback))
+        .min()
+        .unwrap_or(now.unix_ms);
+    let claimed: BTreeSet<(String, i64)> = match store.claimed_between(from, now.unix_ms).await {
+        Ok(found) => {
+            if memory.store_error.take().is_some() {
+                tracing::info!("catch-up reads the firing claims again");
+            }
+            found.into_iter().collect()
+        }
+        Err(e) => {
+            let said = e.to_string();
+            if memory.store_error.as_ref() != Some(&said) {
+                tracing::warn!(
+                    "catch-up cannot read the firing claims ({said}); missed instants wait \
+                     for the next pass"
+                );
+                memory.store_error = Some(said);
+            }
+            return;
+        }
+    };
+    for (name, executor) in owned {
+        let Some(tracked) = memory.jobs.get_mut(&name) else {
+            continue;
+        };
+        let policy = tracked.written.2;
+        let step = tracked
+            .tracker
+            .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
+                claimed.contains(&(name.clone(), at))
+            });
+        for given in step.given_up {
+            let (first, last) = (given.instants[0], given.instants[given.instants.len() - 1]);
+            tracing::warn!(
+                job = name,
+                reason = given.reason.as_str(),
+                count = given.instants.len(),
+                first_scheduled_at_ms = first,
+                last_scheduled_at_ms = last,
+                "gave up missed instants: nobody ran them and catch-up will not"
+            );
+            state
+                .metrics
+                .catch_up_given_up(&name, given.reason.as_str(), given.instants.len());
+        }
+        for at in step.offer {
+            let sent = state.send_to(
+                &executor,
+                Instruction::CatchUp {
+                    job: name.clone(),
+                    scheduled_at_ms: at,
+                },
+            );
+            tracing::info!(
+                job = name,
+                scheduled_at_ms = at,
+                executor,
+                sent,
+                "offered a missed instant to catch up"
+            );
+        }
+    }
+}
+
+/// The tracker of `spec`, new when the job is first seen or was redefined; `None` for a job
+/// without catch-up (or whose schedule no longer parses, which registration prevents).
+fn track<'m>(memory: &'m mut CatchUps, spec: &JobSpec, now_ms: i64) -> Option<&'m mut Tracked> {
+    let policy = spec.catch_up?;
+    let written = (spec.schedule.clone(), spec.timezone.clone(), policy);
+    let fresh = memory
+        .jobs
+        .get(&spec.name)
+        .is_none_or(|t| t.written != written);
+    if fresh {
+        let schedule = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok()?;
+        memory.jobs.insert(
+            spec.name.clone(),
+            Tracked {
+                schedule,
+                written,
+                tracker: Tracker::new(now_ms),
+            },
+        );
+    }
+    memory.jobs.get_mut(&spec.name)
+}
+
+#[cfg(test)]
+mod tests;

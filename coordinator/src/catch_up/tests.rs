@@ -1,0 +1,225 @@
+//! The owner's catch-up pass over a real filesystem store (a temporary directory), with the
+//! gate answering the executor's catch-up questions; on etcd and across processes in
+//! `tests/tests/integration/catch_up.rs`.
+
+use std::time::Duration;
+
+use cronstable_core::catch_up::{CatchUp, CatchUpPolicy};
+use cronstable_core::{ClusterPolicy, Firing, FiringKind, JobSpec, Reason, Verdict};
+use tokio::sync::{mpsc, watch};
+
+use super::*;
+use crate::cluster::{ClusterView, Election, ManagedView};
+use crate::lease::conformance::fs_config;
+use crate::lease::records_store::RecordsStore;
+use crate::store::filesystem::FilesystemStore;
+
+/// 2026-03-02T00:00:00Z.
+const T0: i64 = 1_772_409_600_000;
+
+fn view(node: &str, leader: &str) -> ClusterView {
+    let mut v = ClusterView::election_off(node);
+    v.election = Election::Managed(ManagedView {
+        quorate: true,
+        leader: Some(leader.to_owned()),
+        ..ManagedView::default()
+    });
+    v
+}
+
+fn every_second() -> JobSpec {
+    let mut job = JobSpec::new("tick", "* * * * * *", "true");
+    job.cluster_policy = ClusterPolicy::Leader;
+    job.starting_deadline = Some(Duration::from_secs(5));
+    job.catch_up = Some(CatchUpPolicy {
+        mode: CatchUp::All,
+        window: Duration::from_secs(10),
+        limit: 10,
+    });
+    job
+}
+
+/// Node `node` (leading when `leader` is itself) over the store in `dir`, with `job` registered
+/// by executor "shim-1" and its Watch stream open.
+fn node(
+    dir: &std::path::Path,
+    node: &str,
+    leader: &str,
+    job: JobSpec,
+) -> (
+    CoordinatorState,
+    watch::Sender<ClusterView>,
+    mpsc::Receiver<Instruction>,
+) {
+    let store = RecordsStore::over(FilesystemStore::new(&fs_config(dir), node));
+    let (tx, rx) = watch::channel(view(node, leader));
+    let state = CoordinatorState::new(rx).with_records_store(Some(store));
+    state.registry.register("shim-1", vec![job]).unwrap();
+    let watch = state.open_watch("shim-1");
+    (state, tx, watch)
+}
+
+fn offers(rx: &mut mpsc::Receiver<Instruction>) -> Vec<i64> {
+    let mut out = Vec::new();
+    while let Ok(i) = rx.try_recv() {
+        if let Instruction::CatchUp {
+            scheduled_at_ms, ..
+        } = i
+        {
+            out.push(scheduled_at_ms);
+        }
+    }
+    out
+}
+
+fn firing(at_ms: i64, kind: FiringKind) -> Firing {
+    Firing {
+        job: "tick".into(),
+        scheduled_at_ms: at_ms,
+        kind,
+    }
+}
+
+fn series(state: &CoordinatorState, name: &str) -> Option<String> {
+    let text = state.metrics.render(&serde_json::json!({}));
+    text.lines()
+        .find_map(|l| l.strip_prefix(name))
+        .map(|v| v.trim().to_owned())
+}
+
+/// The holder offers what nobody claimed, the executor's catch-up question claims and runs it,
+/// and a claimed instant is neither offered again nor run again by any other question.
+#[tokio::test]
+async fn the_holder_offers_unclaimed_instants_and_each_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _view, mut watch) = node(dir.path(), "a", "a", every_second());
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0)).await;
+    assert!(
+        offers(&mut watch).is_empty(),
+        "nothing before the job was known"
+    );
+    // T0+1 s ran the ordinary way; T0+2 s and T0+3 s nobody asked about.
+    let ordinary = state
+        .should_run(
+            &firing(T0 + 1000, FiringKind::Scheduled),
+            Now::with_unix_ms(T0 + 1010),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ordinary.decision.verdict, Verdict::Run);
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 5500)).await;
+    assert_eq!(offers(&mut watch), [T0 + 2000, T0 + 3000]);
+
+    let caught = state
+        .should_run(
+            &firing(T0 + 2000, FiringKind::CatchUp),
+            Now::with_unix_ms(T0 + 5600),
+        )
+        .await
+        .unwrap();
+    assert_eq!(caught.decision.verdict, Verdict::Run, "{caught:?}");
+    // A late ordinary question about the caught-up instant, and a catch-up of the ordinary one:
+    // each meets the other's claim.
+    for (at, kind) in [
+        (T0 + 2000, FiringKind::Scheduled),
+        (T0 + 1000, FiringKind::CatchUp),
+    ] {
+        let again = state
+            .should_run(&firing(at, kind), Now::with_unix_ms(T0 + 5700))
+            .await
+            .unwrap();
+        assert_eq!(
+            (again.decision.verdict, again.decision.reason),
+            (Verdict::Skip, Reason::AlreadyRan),
+            "{kind:?} at {at}: {again:?}"
+        );
+    }
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 6500)).await;
+    assert_eq!(
+        offers(&mut watch),
+        [T0 + 4000],
+        "T0+2 s is claimed now; T0+3 s was offered a second ago; T0+4 s is new"
+    );
+    let kinds: Vec<FiringKind> = state
+        .ledger
+        .records("tick")
+        .iter()
+        .map(|r| r.kind)
+        .collect();
+    assert!(kinds.contains(&FiringKind::CatchUp), "{kinds:?}");
+    assert_eq!(
+        series(&state, "cronstable_job_catch_up_runs_total{job=\"tick\"} ").as_deref(),
+        Some("1")
+    );
+}
+
+/// A follower offers nothing; once it leads, it finds what nobody ran since it last looked,
+/// and gives up (counted, by reason) what left the window first.
+#[tokio::test]
+async fn a_new_holder_catches_up_the_gap_and_counts_what_it_gives_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, view_tx, mut watch) = node(dir.path(), "b", "a", every_second());
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0)).await;
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 5000)).await;
+    assert!(offers(&mut watch).is_empty(), "a follower offers nothing");
+    // "a" died after T0; "b" leads from T0+14.5 s: T0+1 s .. T0+4 s left the 10 s window.
+    view_tx.send_replace(view("b", "b"));
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 14_500)).await;
+    assert_eq!(
+        offers(&mut watch),
+        (5..=12).map(|s| T0 + s * 1000).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        series(
+            &state,
+            "cronstable_job_catch_up_given_up_total{job=\"tick\",reason=\"window\"} "
+        )
+        .as_deref(),
+        Some("4")
+    );
+}
+
+/// The gate's row for catch-up questions: past the window, for a job without catch-up, or where
+/// no claims are kept, SKIP `not_caught_up`; inside the window on the holder, RUN.
+#[tokio::test]
+async fn a_catch_up_question_is_answered_only_inside_the_window_where_claims_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _view, _watch) = node(dir.path(), "a", "a", every_second());
+    let ask = |state: &CoordinatorState, at: i64, now: i64| {
+        let state = state.clone();
+        async move {
+            let a = state
+                .should_run(&firing(at, FiringKind::CatchUp), Now::with_unix_ms(now))
+                .await
+                .unwrap();
+            (a.decision.verdict, a.decision.reason, a.message)
+        }
+    };
+    let (v, r, why) = ask(&state, T0, T0 + 10_001).await;
+    assert_eq!((v, r), (Verdict::Skip, Reason::NotCaughtUp));
+    assert!(why.contains("catchUpWindow"), "{why}");
+    let inside = ask(&state, T0, T0 + 9_000).await;
+    assert_eq!(inside.0, Verdict::Run, "{inside:?}");
+
+    let mut plain = every_second();
+    plain.catch_up = None;
+    state.registry.register("shim-1", vec![plain]).unwrap();
+    let (v, r, why) = ask(&state, T0 + 1000, T0 + 2000).await;
+    assert_eq!((v, r), (Verdict::Skip, Reason::NotCaughtUp));
+    assert!(why.contains("has no catchUp"), "{why}");
+
+    let (_tx, rx) = watch::channel(view("a", "a"));
+    let no_claims = CoordinatorState::new(rx);
+    no_claims
+        .registry
+        .register("shim-1", vec![every_second()])
+        .unwrap();
+    let (v, r, why) = ask(&no_claims, T0, T0 + 3000).await;
+    assert_eq!((v, r), (Verdict::Skip, Reason::NotCaughtUp));
+    assert!(why.contains("no firing claims"), "{why}");
+    let mut memory = CatchUps::default();
+    pass(&no_claims, &mut memory, Now::with_unix_ms(T0 + 3000)).await;
+    assert!(memory.jobs.is_empty(), "no claims: no tracking");
+}
