@@ -1,6 +1,7 @@
 //! Benchmark: per-second Leader firings missed and run twice while the lease holder's
 //! coordinator is restarted again and again, with the real binaries on a filesystem store and
-//! on a real etcd (issue 45's measurement, the figures without catch-up).
+//! on a real etcd, without catch-up and with `catchUp: all` (a 10 s window, a 5 s start
+//! deadline).
 //!
 //! Three coordinators (ttl 3 s), a shim beside each, all with one per-second Leader job that
 //! appends its node and nominal instant to one file
@@ -10,30 +11,20 @@
 //! the nominal instants of the measured window that no node ran (missed) and those run more
 //! than once (doubled). The window runs from the first restart to 10 s after the last.
 //!
-//! Run: `cargo run --release -p cronstable-tests --example holder_restarts [-- RESTARTS]`
-//! (5 of each signal on each store by default).
+//! Run: `cargo run --release -p cronstable-tests --example holder_restarts [-- RESTARTS
+//! [catch-up|plain|both]]` (5 of each signal on each store, both ways, by default).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cronstable_tests::etcd::Etcd;
 use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
-use cronstable_tests::{Coordinator, PATIENCE, Proc, now_ms, per_second_leader_job, start_shim};
+use cronstable_tests::{
+    Coordinator, PATIENCE, Proc, now_ms, per_second_leader_job_with, per_second_runs, start_shim,
+};
 
-/// Every run the job recorded: nominal instant (RFC 3339, whole seconds) → how many runs.
-fn runs(path: &Path) -> BTreeMap<i64, usize> {
-    let mut seen = BTreeMap::new();
-    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
-        let Some(nominal) = line.split_whitespace().nth(1) else {
-            continue;
-        };
-        if let Ok(t) = chrono::DateTime::parse_from_rfc3339(nominal) {
-            *seen.entry(t.timestamp()).or_default() += 1;
-        }
-    }
-    seen
-}
+/// The job's catch-up annotation words, when measured with catch-up.
+const CATCH_UP: &str = "catchUp=all catchUpWindow=10s startingDeadline=5s";
 
 struct Cluster {
     nodes: Vec<Coordinator>,
@@ -42,9 +33,9 @@ struct Cluster {
     _dir: tempfile::TempDir,
 }
 
-fn cluster(store: &Store) -> Cluster {
+fn cluster(store: &Store, annotations: &str) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
-    let (crontab, out) = per_second_leader_job(dir.path());
+    let (crontab, out) = per_second_leader_job_with(dir.path(), annotations);
     let nodes: Vec<Coordinator> = ["a", "b", "c"]
         .iter()
         .map(|n| start_lease_node(dir.path(), n, store, 3))
@@ -61,10 +52,17 @@ fn cluster(store: &Store) -> Cluster {
     }
 }
 
-/// `restarts` restarts of the holder with `signal`, 10 s apart: (instants in the window,
-/// missed, doubled).
-fn measure(store: &Store, signal: i32, restarts: usize) -> (usize, usize, usize) {
-    let mut c = cluster(store);
+/// What one measurement counted over its window of nominal instants.
+struct Counted {
+    instants: usize,
+    missed: usize,
+    doubled: usize,
+    caught_up: usize,
+}
+
+/// `restarts` restarts of the holder with `signal`, 10 s apart.
+fn measure(store: &Store, signal: i32, restarts: usize, annotations: &str) -> Counted {
+    let mut c = cluster(store, annotations);
     let webs = |c: &Cluster| c.nodes.iter().map(|n| n.web).collect::<Vec<_>>();
     wait_one_leader(&webs(&c), PATIENCE).expect("a leader");
     std::thread::sleep(Duration::from_secs(5));
@@ -83,14 +81,15 @@ fn measure(store: &Store, signal: i32, restarts: usize) -> (usize, usize, usize)
     let to = now_ms() / 1000 - 2;
     // Let the last firings of the window finish and write their lines.
     std::thread::sleep(Duration::from_secs(2));
-    let seen = runs(&c.out);
+    let seen = per_second_runs(&c.out);
     let window = from..=to;
-    let missed = window.clone().filter(|t| !seen.contains_key(t)).count();
-    let doubled = seen
-        .iter()
-        .filter(|(t, n)| window.contains(t) && **n > 1)
-        .count();
-    (window.count(), missed, doubled)
+    let inside = || seen.iter().filter(|(t, _)| window.contains(t));
+    Counted {
+        instants: window.clone().count(),
+        missed: window.clone().filter(|t| !seen.contains_key(t)).count(),
+        doubled: inside().filter(|(_, (n, _))| *n > 1).count(),
+        caught_up: inside().map(|(_, (_, c))| c).sum(),
+    }
 }
 
 fn main() {
@@ -98,19 +97,31 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
+    let ways: &[(&str, &str)] = match std::env::args().nth(2).as_deref() {
+        Some("catch-up") => &[("all, 10 s", CATCH_UP)],
+        Some("plain") => &[("none", "")],
+        _ => &[("none", ""), ("all, 10 s", CATCH_UP)],
+    };
     let store_dir = tempfile::tempdir().unwrap();
     let etcd = Etcd::start();
-    println!("| store | signal | instants | missed | doubled |");
-    println!("|---|---|---|---|---|");
-    for (name, signal) in [("SIGTERM", 15), ("SIGKILL", 9)] {
-        let path = store_dir.path().join(name);
-        let stores = [
-            ("filesystem", Store::Filesystem(path)),
-            ("etcd", Store::Etcd(etcd.endpoint())),
-        ];
-        for (store_name, store) in stores {
-            let (n, missed, doubled) = measure(&store, signal, restarts);
-            println!("| {store_name} | {name} | {n} | {missed} | {doubled} |");
+    println!("| store | signal | catchUp | instants | missed | doubled | caught up |");
+    println!("|---|---|---|---|---|---|---|");
+    for (way, annotations) in ways {
+        for (name, signal) in [("SIGTERM", 15), ("SIGKILL", 9)] {
+            let path = store_dir
+                .path()
+                .join(format!("{name}-{}", annotations.len()));
+            let stores = [
+                ("filesystem", Store::Filesystem(path)),
+                ("etcd", Store::Etcd(etcd.endpoint())),
+            ];
+            for (store_name, store) in stores {
+                let c = measure(&store, signal, restarts, annotations);
+                println!(
+                    "| {store_name} | {name} | {way} | {} | {} | {} | {} |",
+                    c.instants, c.missed, c.doubled, c.caught_up
+                );
+            }
         }
     }
 }

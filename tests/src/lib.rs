@@ -233,16 +233,22 @@ pub fn ask_scheduled(api: &str, job: &str, at_ms: i64) -> cronstable_proto::v1::
 }
 
 /// A crontab in `dir` with one per-second Leader job, `tick`, that appends `NODE NOMINAL_INSTANT
-/// WALL_NS` to a file: returns (the crontab, the file). The benchmarks judge from that file,
-/// never from the system under test.
+/// WALL_NS CATCH_UP` to a file: returns (the crontab, the file). The benchmarks judge from that
+/// file, never from the system under test.
 pub fn per_second_leader_job(dir: &Path) -> (PathBuf, PathBuf) {
+    per_second_leader_job_with(dir, "")
+}
+
+/// [`per_second_leader_job`] with more annotation words for the job (`catchUp=all ...`).
+pub fn per_second_leader_job_with(dir: &Path, annotations: &str) -> (PathBuf, PathBuf) {
     let out = dir.join("runs");
     // A script, not an inline command: `%` is a line break in a crontab's command field.
     let recorder = dir.join("record.sh");
     std::fs::write(
         &recorder,
         format!(
-            "#!/bin/sh\necho \"$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N)\" >> {}\n",
+            "#!/bin/sh\necho \"$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N) \
+             ${{CRONSTABLE_CATCH_UP:-0}}\" >> {}\n",
             out.display()
         ),
     )
@@ -256,12 +262,34 @@ pub fn per_second_leader_job(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(
         &crontab,
         format!(
-            "# cronstable: name=tick clusterPolicy=Leader seconds=true\n* * * * * * {}\n",
+            "# cronstable: name=tick clusterPolicy=Leader seconds=true {annotations}\n\
+             * * * * * * {}\n",
             recorder.display()
         ),
     )
     .unwrap();
     (crontab, out)
+}
+
+/// What [`per_second_leader_job`]'s file says: nominal instant (Unix s) → (runs, of which
+/// catch-ups).
+pub fn per_second_runs(path: &Path) -> std::collections::BTreeMap<i64, (usize, usize)> {
+    let mut seen = std::collections::BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let Some(Ok(t)) = fields
+            .get(1)
+            .map(|f| chrono::DateTime::parse_from_rfc3339(f))
+        else {
+            continue;
+        };
+        let entry: &mut (usize, usize) = seen.entry(t.timestamp()).or_default();
+        entry.0 += 1;
+        if fields.get(3) == Some(&"1") {
+            entry.1 += 1;
+        }
+    }
+    seen
 }
 
 /// The lines of a file, or none if it does not exist yet.

@@ -5,6 +5,7 @@
 //! namespaces, mount namespaces, `chattr`) are in the `lab` binary.
 
 mod api_auth;
+mod catch_up;
 mod clock_skew;
 mod dashboard_browser;
 mod deploy_artifacts;
