@@ -14,10 +14,12 @@
 //!
 //! What it can know: an instant is "nobody ran it" when it has no claim. Claims are kept for
 //! [`crate::lease::claims::retention`], which covers every window; a node looks back no further
-//! than that, and no earlier than when it first saw the job (an instant from before the job
-//! existed on this node is nobody's miss). So a cluster whose every coordinator restarted at
-//! once starts afresh, as a new Kubernetes CronJob does. Gossip and Kubernetes keep no claims,
-//! and this task does nothing there (registration warns).
+//! than that. When a node comes to own a job it starts looking after the newest instant anyone
+//! claimed before (where the previous owner stopped: that covers a coordinator restarted a
+//! moment ago that wins the lease at once, and a cluster whose every coordinator restarted),
+//! or, when the claims hold none, after the moment it first saw the job (an instant from before
+//! the job existed is nobody's miss). Gossip and Kubernetes keep no claims, and this task does
+//! nothing there (registration warns).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -39,6 +41,9 @@ struct Tracked {
     schedule: Schedule,
     written: (String, Option<String>, CatchUpPolicy),
     tracker: Tracker,
+    /// Since when this node owns the job (Unix ms), as the passes saw it; `None` while another
+    /// node does.
+    owned_since: Option<i64>,
 }
 
 /// The task's memory between passes.
@@ -81,9 +86,16 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
             continue;
         };
         let probe = now.unix_ms - GRACE.as_millis() as i64;
-        if state.peek_verdict(name, FiringKind::CatchUp, probe) == Some(Verdict::Run) {
+        let owns = state.peek_verdict(name, FiringKind::CatchUp, probe) == Some(Verdict::Run);
+        if owns && tracked.owned_since.is_none() {
+            tracked.owned_since = Some(now.unix_ms);
+        }
+        if owns {
             owned.push((name.clone(), registered.executor_id.clone()));
         } else {
+            if tracked.owned_since.take().is_some() {
+                tracing::info!(job = name, "catch-up: another node owns the job now");
+            }
             tracked.tracker.not_owner();
         }
     }
@@ -119,6 +131,17 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
         let Some(tracked) = memory.jobs.get_mut(&name) else {
             continue;
         };
+        if !tracked.tracker.is_anchored() {
+            let since = tracked.owned_since.unwrap_or(now.unix_ms);
+            let from = tracked
+                .tracker
+                .anchor(newest_claim_before(&claimed, &name, since));
+            tracing::info!(
+                job = name,
+                looks_back_to_ms = from,
+                "catch-up: this node owns the job now and looks for instants nobody ran since"
+            );
+        }
         let policy = tracked.written.2;
         let step = tracked
             .tracker
@@ -158,6 +181,27 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
     }
 }
 
+/// How far before this node came to own a job a claim must be to count as the previous
+/// owner's: the pass that notices the new ownership can come a moment after this node's own
+/// first claims (a question answered right after the lease was won), and counting one of those
+/// as the anchor would skip the gap before it. A claim of the previous owner inside this margin
+/// only makes the look start a little earlier, over instants that are claimed anyway.
+const ANCHOR_MARGIN_MS: i64 = 1_000;
+
+/// The newest instant of `job` claimed before `owner_since` (less [`ANCHOR_MARGIN_MS`]): where
+/// the previous owner stopped.
+fn newest_claim_before(
+    claimed: &BTreeSet<(String, i64)>,
+    job: &str,
+    owner_since: i64,
+) -> Option<i64> {
+    claimed
+        .iter()
+        .filter(|(j, at)| j == job && *at < owner_since - ANCHOR_MARGIN_MS)
+        .map(|(_, at)| *at)
+        .max()
+}
+
 /// The tracker of `spec`, new when the job is first seen or was redefined; `None` for a job
 /// without catch-up (or whose schedule no longer parses, which registration prevents).
 fn track<'m>(memory: &'m mut CatchUps, spec: &JobSpec, now_ms: i64) -> Option<&'m mut Tracked> {
@@ -175,6 +219,7 @@ fn track<'m>(memory: &'m mut CatchUps, spec: &JobSpec, now_ms: i64) -> Option<&'
                 schedule,
                 written,
                 tracker: Tracker::new(now_ms),
+                owned_since: None,
             },
         );
     }

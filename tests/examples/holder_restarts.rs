@@ -12,7 +12,8 @@
 //! than once (doubled). The window runs from the first restart to 10 s after the last.
 //!
 //! Run: `cargo run --release -p cronstable-tests --example holder_restarts [-- RESTARTS
-//! [catch-up|plain|both]]` (5 of each signal on each store, both ways, by default).
+//! [catch-up|plain|both [SIGTERM|SIGKILL]]]` (5 of each signal on each store, both ways, by
+//! default). Each missed instant is named on stderr, with its claim on a filesystem store.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,7 +29,9 @@ const CATCH_UP: &str = "catchUp=all catchUpWindow=10s startingDeadline=5s";
 
 struct Cluster {
     nodes: Vec<Coordinator>,
-    _shims: Vec<Proc>,
+    shims: Vec<Proc>,
+    /// The logs of the coordinators stopped so far.
+    gone: Vec<String>,
     out: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -46,7 +49,8 @@ fn cluster(store: &Store, annotations: &str) -> Cluster {
         .collect();
     Cluster {
         nodes,
-        _shims: shims,
+        shims,
+        gone: Vec::new(),
         out,
         _dir: dir,
     }
@@ -72,6 +76,7 @@ fn measure(store: &Store, signal: i32, restarts: usize, annotations: &str) -> Co
         let mut old = c.nodes.remove(holder);
         old.proc.signal(signal);
         old.proc.wait_exit();
+        c.gone.push(old.proc.log());
         let (config, api, web) = (old.config.clone(), old.api.clone(), old.web);
         drop(old);
         let again = Coordinator::start_with(config, api, web);
@@ -83,6 +88,34 @@ fn measure(store: &Store, signal: i32, restarts: usize, annotations: &str) -> Co
     std::thread::sleep(Duration::from_secs(2));
     let seen = per_second_runs(&c.out);
     let window = from..=to;
+    // On stderr, for whoever wants to know why: each missed instant, and its claim where the
+    // store is a directory.
+    for t in window.clone().filter(|t| !seen.contains_key(t)) {
+        let claim = match store {
+            Store::Filesystem(path) => {
+                let file = path.join(format!("default/cluster/claims/{}@tick.json", t * 1000));
+                std::fs::read_to_string(&file).unwrap_or_else(|_| "no claim".to_owned())
+            }
+            Store::Etcd(_) => "(etcd: not read)".to_owned(),
+        };
+        eprintln!("missed {t} (+{} s): {claim}", t - from);
+        let logs = c
+            .gone
+            .iter()
+            .cloned()
+            .chain(c.nodes.iter().map(|n| n.proc.log()));
+        let logs = logs.chain(c.shims.iter().map(Proc::log));
+        for (i, log) in logs.enumerate() {
+            let about = |l: &&str| {
+                l.contains(&(t * 1000).to_string())
+                    || std::env::var_os("HOLDER_RESTARTS_LOGS").is_some()
+                        && (l.contains("catch") || l.contains("lease") || l.contains("gave up"))
+            };
+            for line in log.lines().filter(about) {
+                eprintln!("  log {i}: {line}");
+            }
+        }
+    }
     let inside = || seen.iter().filter(|(t, _)| window.contains(t));
     Counted {
         instants: window.clone().count(),
@@ -107,7 +140,12 @@ fn main() {
     println!("| store | signal | catchUp | instants | missed | doubled | caught up |");
     println!("|---|---|---|---|---|---|---|");
     for (way, annotations) in ways {
-        for (name, signal) in [("SIGTERM", 15), ("SIGKILL", 9)] {
+        let signals = [("SIGTERM", 15), ("SIGKILL", 9)];
+        let only = std::env::args().nth(3);
+        for (name, signal) in signals
+            .into_iter()
+            .filter(|(n, _)| only.as_deref().is_none_or(|o| o == *n))
+        {
             let path = store_dir
                 .path()
                 .join(format!("{name}-{}", annotations.len()));

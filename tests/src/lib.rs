@@ -241,23 +241,10 @@ pub fn per_second_leader_job(dir: &Path) -> (PathBuf, PathBuf) {
 
 /// [`per_second_leader_job`] with more annotation words for the job (`catchUp=all ...`).
 pub fn per_second_leader_job_with(dir: &Path, annotations: &str) -> (PathBuf, PathBuf) {
-    let out = dir.join("runs");
-    // A script, not an inline command: `%` is a line break in a crontab's command field.
-    let recorder = dir.join("record.sh");
-    std::fs::write(
-        &recorder,
-        format!(
-            "#!/bin/sh\necho \"$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N) \
-             ${{CRONSTABLE_CATCH_UP:-0}}\" >> {}\n",
-            out.display()
-        ),
-    )
-    .unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&recorder)
-        .status()
-        .unwrap();
+    let (recorder, out) = recorder(
+        dir,
+        "$CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT $(date +%s%N) ${CRONSTABLE_CATCH_UP:-0}",
+    );
     let crontab = dir.join("crontab");
     std::fs::write(
         &crontab,
@@ -269,6 +256,25 @@ pub fn per_second_leader_job_with(dir: &Path, annotations: &str) -> (PathBuf, Pa
     )
     .unwrap();
     (crontab, out)
+}
+
+/// An executable script in `dir` that appends one line, `fields` as the shell expands them, to
+/// a file in `dir`: returns (the script, the file). A script, not an inline command: `%` is a
+/// line break in a crontab's command field.
+pub fn recorder(dir: &Path, fields: &str) -> (PathBuf, PathBuf) {
+    let out = dir.join("runs");
+    let script = dir.join("record.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho \"{fields}\" >> {}\n", out.display()),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    (script, out)
 }
 
 /// What [`per_second_leader_job`]'s file says: nominal instant (Unix s) → (runs, of which

@@ -500,6 +500,49 @@ impl Bench {
         });
     }
 
+    /// How many Leader firings of `jobs` started across the hosts' logs, and each that started
+    /// more than once: the recorder's run id is the firing ID and the shell's pid, so two starts
+    /// with one firing ID are one nominal instant run twice, whenever each started.
+    pub fn firings_started_twice(&self, jobs: &[GenJob]) -> (usize, Vec<String>) {
+        let leader: std::collections::BTreeSet<&str> = jobs
+            .iter()
+            .filter(|j| j.policy == ClusterPolicy::Leader)
+            .map(|j| j.name.as_str())
+            .collect();
+        let mut starts: std::collections::BTreeMap<(String, String), Vec<String>> =
+            std::collections::BTreeMap::new();
+        let mut errors = Vec::new();
+        for i in 0..5 {
+            let text = std::fs::read_to_string(self.log(i)).unwrap_or_default();
+            let runs =
+                cronstable_coordinator::verify::parse_run_log(&self.log(i), &text, &mut errors);
+            for run in runs.into_iter().filter(|r| leader.contains(r.job.as_str())) {
+                let firing = run
+                    .run_id
+                    .rsplit_once('-')
+                    .map_or(run.run_id.as_str(), |(id, _pid)| id)
+                    .to_owned();
+                starts
+                    .entry((run.job, firing))
+                    .or_default()
+                    .push(format!("{}@{}", run.node, run.start));
+            }
+        }
+        let judged = starts.len();
+        let twice = starts
+            .into_iter()
+            .filter(|(_, at)| at.len() > 1)
+            .map(|((job, firing), at)| {
+                format!(
+                    "{job} firing {firing} started {} times: {}",
+                    at.len(),
+                    at.join(" ")
+                )
+            })
+            .collect();
+        (judged, twice)
+    }
+
     /// Reads every host's log and checks it; writes the JSON report and the SVG to `out`.
     pub fn check(&self, jobs: &[GenJob], run: &RunTimes, out: &Path, title: &str) -> CheckReport {
         let RunTimes {
@@ -713,9 +756,15 @@ pub fn run(plan: &RunPlan) -> RunResult {
     for i in 0..5 {
         bench.save_logs(i);
     }
+    let (firings_judged, firings_twice) = match plan.backend {
+        HarnessBackend::Gossip => (0, Vec::new()),
+        HarnessBackend::Etcd | HarnessBackend::Filesystem => bench.firings_started_twice(&jobs),
+    };
     RunResult {
         report,
         rejoin_failures: bench.rejoin_failures.clone(),
+        firings_judged,
+        firings_twice,
     }
 }
 
@@ -727,6 +776,12 @@ pub struct RunResult {
     /// Restarted nodes that did not rejoin their cluster in time (a node left without a
     /// manager, for one), with what `/cluster` showed.
     pub rejoin_failures: Vec<String>,
+    /// Lease backends: each Leader firing (one job, one nominal instant: one firing ID) that
+    /// started more than once on any nodes, with where. The per-firing claims' guarantee is that
+    /// there are none, with no exemption window; gossip is not judged (GSP-121).
+    pub firings_twice: Vec<String>,
+    /// How many Leader firings that judgement looked at (0 on gossip).
+    pub firings_judged: usize,
 }
 
 /// Where runs write their JSON and SVG.
@@ -866,6 +921,9 @@ impl RunResult {
         );
         for f in &self.rejoin_failures {
             out.push(format!("rejoin: {f}"));
+        }
+        for f in &self.firings_twice {
+            out.push(format!("one-run-per-firing: {f}"));
         }
         out
     }

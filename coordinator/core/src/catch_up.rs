@@ -238,13 +238,21 @@ pub const REOFFER: Duration = Duration::from_secs(5);
 /// a long time without ownership (an hour of a per-second job is 3,600).
 pub const MAX_EXAMINED: usize = 100_000;
 
-/// One job's catch-up bookkeeping on one node: what it has looked at (everything up to the
-/// horizon), and the missed instants still inside the window.
+/// One job's catch-up bookkeeping on one node: while it owns the job, what it has looked at
+/// (everything up to the horizon) and the missed instants still inside the window.
+///
+/// Where the looking starts is the anchor, set each time the node comes to own the job: the
+/// newest instant anyone claimed before then, which is where the previous owner stopped (so a
+/// coordinator restarted a moment ago, which wins the lease at once, still finds the instant
+/// its predecessor process let pass); with no claim in the claims' retention, the moment this
+/// node first knew the job (an instant from before a job existed is nobody's miss).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tracker {
-    /// Every instant at or before this was looked at (Unix ms). Starts where this node first
-    /// knew the job: instants from before the job existed here are nobody's misses.
-    horizon_ms: i64,
+    /// When this node first knew the job (Unix ms).
+    known_since_ms: i64,
+    /// Every instant at or before this was looked at (Unix ms); `None` while another node
+    /// owns the job (the next ownership anchors it again).
+    horizon_ms: Option<i64>,
     /// Missed instants, each with when it was last offered.
     pending: BTreeMap<i64, Option<i64>>,
 }
@@ -253,7 +261,8 @@ impl Tracker {
     /// A tracker for a job this node first knew at `known_since_ms`.
     pub fn new(known_since_ms: i64) -> Self {
         Self {
-            horizon_ms: known_since_ms,
+            known_since_ms,
+            horizon_ms: None,
             pending: BTreeMap::new(),
         }
     }
@@ -263,24 +272,45 @@ impl Tracker {
         self.pending.keys().copied()
     }
 
+    /// Whether the looking has a start since this node came to own the job.
+    pub fn is_anchored(&self) -> bool {
+        self.horizon_ms.is_some()
+    }
+
+    /// This node owns the job from now: look at the instants after `newest_claim`, the newest
+    /// instant anyone claimed before it owned the job, or, with none, after the moment it first
+    /// knew the job. Returns where the looking starts.
+    pub fn anchor(&mut self, newest_claim: Option<i64>) -> i64 {
+        let from = newest_claim.unwrap_or(self.known_since_ms);
+        self.horizon_ms = Some(from);
+        self.pending.clear();
+        from
+    }
+
     /// The oldest instant the next [`Self::step`] at `now_ms` may ask about, for the caller's
-    /// one read of the claims.
+    /// one read of the claims (an unanchored tracker's anchor is looked for as far back as the
+    /// claims are kept).
     pub fn look_from(&self, now_ms: i64, lookback: Duration) -> i64 {
-        let from = self.horizon_ms.max(now_ms - ms(lookback));
+        let oldest = now_ms - ms(lookback);
+        let Some(horizon) = self.horizon_ms else {
+            return oldest;
+        };
+        let from = horizon.max(oldest);
         self.pending.keys().next().map_or(from, |&t| t.min(from))
     }
 
     /// Another node owns the job now: what this node had pending is the new owner's to find
-    /// (unclaimed, it looks unrun to them too) and to count. The horizon stays, so when this
-    /// node owns the job again it looks at everything since, and finds what nobody ran.
+    /// (unclaimed, it looks unrun to them too) and to count.
     pub fn not_owner(&mut self) {
         self.pending.clear();
+        self.horizon_ms = None;
     }
 
     /// One pass at `now_ms` while this node owns the job: look at the instants since the
-    /// horizon (no further back than `lookback`, the claims' retention: older claims are
-    /// pruned, so an older instant cannot be judged), drop the claimed ones, give up what left
-    /// the window or exceeds the policy, and name what to offer.
+    /// horizon (anchored at the first pass, [`Self::anchor`]; no further back than `lookback`,
+    /// the claims' retention: older claims are pruned, so an older instant cannot be judged),
+    /// drop the claimed ones, give up what left the window or exceeds the policy, and name what
+    /// to offer.
     pub fn step(
         &mut self,
         schedule: &Schedule,
@@ -291,10 +321,14 @@ impl Tracker {
     ) -> Pass {
         let upper = now_ms - ms(GRACE);
         let lower = now_ms - ms(policy.window);
-        let from = self.horizon_ms.max(now_ms - ms(lookback));
+        let horizon = match self.horizon_ms {
+            Some(h) => h,
+            None => self.anchor(None),
+        };
+        let from = horizon.max(now_ms - ms(lookback));
         if upper > from {
             self.examine(schedule, from, upper);
-            self.horizon_ms = upper;
+            self.horizon_ms = Some(upper);
         }
         self.pending.retain(|&t, _| !claimed(t));
         let mut pass = Pass::default();

@@ -223,3 +223,33 @@ async fn a_catch_up_question_is_answered_only_inside_the_window_where_claims_are
     pass(&no_claims, &mut memory, Now::with_unix_ms(T0 + 3000)).await;
     assert!(memory.jobs.is_empty(), "no claims: no tracking");
 }
+
+/// A coordinator restarted a moment ago that wins the lease at once (it released the lease at
+/// its graceful stop, and its new process was quicker than the followers) knew the job only
+/// from its start, after the instant nobody ran between the two processes. It looks back to the
+/// newest claim before it owned the job, and finds that instant.
+#[tokio::test]
+async fn a_restarted_holder_looks_back_to_where_its_predecessor_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (before, _view, _watch) = node(dir.path(), "a", "a", every_second());
+        for s in 1..=3 {
+            let at = T0 + s * 1000;
+            let a = before
+                .should_run(
+                    &firing(at, FiringKind::Scheduled),
+                    Now::with_unix_ms(at + 10),
+                )
+                .await
+                .unwrap();
+            assert_eq!(a.decision.verdict, Verdict::Run);
+        }
+    }
+    // T0+4 s passes with nobody leading; the new process leads from T0+5 s.
+    let (after, _view, mut watch) = node(dir.path(), "a", "a", every_second());
+    let mut memory = CatchUps::default();
+    pass(&after, &mut memory, Now::with_unix_ms(T0 + 5000)).await;
+    assert!(offers(&mut watch).is_empty());
+    pass(&after, &mut memory, Now::with_unix_ms(T0 + 6500)).await;
+    assert_eq!(offers(&mut watch), [T0 + 4000]);
+}

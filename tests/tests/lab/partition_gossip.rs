@@ -95,6 +95,18 @@ fn short_run(backend: HarnessBackend, lab: u8) {
         s.leader_runs_cut_off,
         out.display()
     );
+    if backend != HarnessBackend::Gossip {
+        println!(
+            "one run per firing ({backend:?}): {} Leader firings judged, {} started twice",
+            result.firings_judged,
+            result.firings_twice.len()
+        );
+        assert!(
+            result.firings_judged > 20,
+            "too few Leader firings to judge the claims by: {}",
+            result.firings_judged
+        );
+    }
     let failures = result.failures();
     for f in &failures {
         println!("FAILED {backend:?}: {f}");

@@ -360,3 +360,22 @@ fn losing_the_job_forgets_its_pending_instants() {
     t.not_owner();
     assert_eq!(t.pending().count(), 0);
 }
+
+/// A coordinator restarted a moment ago that wins the lease at once first knew the job after
+/// the instant its predecessor process let pass: anchored at the newest claim (where the last
+/// owner stopped), it still finds it.
+#[test]
+fn an_owner_anchored_at_the_newest_claim_finds_what_passed_before_it_started() {
+    let s = every_second();
+    let p = policy(CatchUp::All, 10, 10);
+    let mut t = Tracker::new(T0 + 5000);
+    assert!(!t.is_anchored());
+    assert_eq!(t.anchor(Some(T0 + 3000)), T0 + 3000);
+    let ran = |at: i64| at <= T0 + 3000 || at >= T0 + 5000;
+    let pass = t.step(&s, &p, T0 + 7500, Duration::from_secs(3600), ran);
+    assert_eq!(pass.offer, [T0 + 4000]);
+    // Without a claim to go by, it looks from when it first knew the job.
+    t.not_owner();
+    assert!(!t.is_anchored());
+    assert_eq!(t.anchor(None), T0 + 5000);
+}
