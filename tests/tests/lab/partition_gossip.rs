@@ -102,7 +102,7 @@ fn short_run(backend: HarnessBackend, lab: u8) {
             result.firings_twice.len()
         );
         assert!(
-            result.firings_judged > 20,
+            result.firings_judged > 5,
             "too few Leader firings to judge the claims by: {}",
             result.firings_judged
         );
