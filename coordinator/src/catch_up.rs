@@ -133,9 +133,9 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
         };
         if !tracked.tracker.is_anchored() {
             let since = tracked.owned_since.unwrap_or(now.unix_ms);
-            let from = tracked
-                .tracker
-                .anchor(newest_claim_before(&claimed, &name, since));
+            let before = claims_before(&claimed, &name, since);
+            let window = tracked.written.2.window;
+            let from = tracked.tracker.anchor(before, now.unix_ms, window);
             tracing::info!(
                 job = name,
                 looks_back_to_ms = from,
@@ -143,13 +143,19 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
             );
         }
         let policy = tracked.written.2;
+        // An instant this node's executor skipped under concurrencyPolicy Forbid (a run was
+        // still going) was not missed: the job said to skip it, so it is settled like a claimed one.
+        let forbidden = skipped_by_forbid(state, &name);
         let step = tracked
             .tracker
             .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
-                claimed.contains(&(name.clone(), at))
+                claimed.contains(&(name.clone(), at)) || forbidden.contains(&at)
             });
         for given in step.given_up {
-            let (first, last) = (given.instants[0], given.instants[given.instants.len() - 1]);
+            let (Some(&first), Some(&last)) = (given.instants.first(), given.instants.last())
+            else {
+                continue;
+            };
             tracing::warn!(
                 job = name,
                 reason = given.reason.as_str(),
@@ -181,6 +187,27 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
     }
 }
 
+/// The instants of `job` this node's executor skipped because a run was still going
+/// (`concurrencyPolicy: Forbid`), from the ledger.
+fn skipped_by_forbid(state: &CoordinatorState, job: &str) -> BTreeSet<i64> {
+    use crate::ledger::Event;
+    state
+        .ledger
+        .records(job)
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.event,
+                Event::Skipped {
+                    reason: Some(cronstable_core::Reason::ConcurrencyPolicy),
+                    ..
+                }
+            )
+        })
+        .map(|r| r.scheduled_at_ms)
+        .collect()
+}
+
 /// How far before this node came to own a job a claim must be to count as the previous
 /// owner's: the pass that notices the new ownership can come a moment after this node's own
 /// first claims (a question answered right after the lease was won), and counting one of those
@@ -188,18 +215,20 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
 /// only makes the look start a little earlier, over instants that are claimed anyway.
 const ANCHOR_MARGIN_MS: i64 = 1_000;
 
-/// The newest instant of `job` claimed before `owner_since` (less [`ANCHOR_MARGIN_MS`]): where
-/// the previous owner stopped.
-fn newest_claim_before(
+/// The oldest and the newest instant of `job` claimed before `owner_since` (less
+/// [`ANCHOR_MARGIN_MS`]): the job's first run the store remembers, and where the previous owner
+/// stopped.
+fn claims_before(
     claimed: &BTreeSet<(String, i64)>,
     job: &str,
     owner_since: i64,
-) -> Option<i64> {
-    claimed
+) -> Option<(i64, i64)> {
+    let mut at = claimed
         .iter()
         .filter(|(j, at)| j == job && *at < owner_since - ANCHOR_MARGIN_MS)
-        .map(|(_, at)| *at)
-        .max()
+        .map(|(_, at)| *at);
+    let oldest = at.next()?;
+    Some((oldest, at.next_back().unwrap_or(oldest)))
 }
 
 /// The tracker of `spec`, new when the job is first seen or was redefined; `None` for a job
@@ -213,12 +242,18 @@ fn track<'m>(memory: &'m mut CatchUps, spec: &JobSpec, now_ms: i64) -> Option<&'
         .is_none_or(|t| t.written != written);
     if fresh {
         let schedule = Schedule::parse(&spec.schedule, spec.timezone.as_deref()).ok()?;
+        // A redefinition: the old definition's claims say nothing about the new one's instants.
+        let tracker = if memory.jobs.contains_key(&spec.name) {
+            Tracker::redefined(now_ms)
+        } else {
+            Tracker::new(now_ms)
+        };
         memory.jobs.insert(
             spec.name.clone(),
             Tracked {
                 schedule,
                 written,
-                tracker: Tracker::new(now_ms),
+                tracker,
                 owned_since: None,
             },
         );

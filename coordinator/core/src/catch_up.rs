@@ -154,7 +154,14 @@ pub fn policy_from(
             ),
         ));
     }
+    if mode == CatchUp::Latest && keys.limit.is_some() {
+        problems.push((
+            "catchUpLimit",
+            "applies to catchUp: all only (catchUp: latest runs one instant)".to_owned(),
+        ));
+    }
     if let Some(gap) = shortest_gap(schedule)
+        && mode == CatchUp::All
         && limit > 0
         && window > gap.saturating_mul(limit)
     {
@@ -234,6 +241,10 @@ pub const GRACE: Duration = Duration::from_secs(2);
 /// executor was not watching, or its question failed).
 pub const REOFFER: Duration = Duration::from_secs(5);
 
+/// The most instants one pass offers for one job; the rest wait for the next pass, so a burst
+/// never fills an executor's instruction stream (64 deep), which would drop it.
+pub const MAX_OFFERS_PER_PASS: usize = 16;
+
 /// The most instants one pass looks at for one job: a bound on the work of a first pass after
 /// a long time without ownership (an hour of a per-second job is 3,600).
 pub const MAX_EXAMINED: usize = 100_000;
@@ -250,6 +261,9 @@ pub const MAX_EXAMINED: usize = 100_000;
 pub struct Tracker {
     /// When this node first knew the job (Unix ms).
     known_since_ms: i64,
+    /// No instant at or before this is ever looked at: the job's definition changed then, and
+    /// the claims of the old one say nothing about the new one's instants.
+    floor_ms: Option<i64>,
     /// Every instant at or before this was looked at (Unix ms); `None` while another node
     /// owns the job (the next ownership anchors it again).
     horizon_ms: Option<i64>,
@@ -262,8 +276,18 @@ impl Tracker {
     pub fn new(known_since_ms: i64) -> Self {
         Self {
             known_since_ms,
+            floor_ms: None,
             horizon_ms: None,
             pending: BTreeMap::new(),
+        }
+    }
+
+    /// A tracker for a job whose definition (schedule, zone or catch-up) changed at `now_ms`:
+    /// nothing before the change is looked at.
+    pub fn redefined(now_ms: i64) -> Self {
+        Self {
+            floor_ms: Some(now_ms),
+            ..Self::new(now_ms)
         }
     }
 
@@ -277,11 +301,19 @@ impl Tracker {
         self.horizon_ms.is_some()
     }
 
-    /// This node owns the job from now: look at the instants after `newest_claim`, the newest
-    /// instant anyone claimed before it owned the job, or, with none, after the moment it first
-    /// knew the job. Returns where the looking starts.
-    pub fn anchor(&mut self, newest_claim: Option<i64>) -> i64 {
-        let from = newest_claim.unwrap_or(self.known_since_ms);
+    /// This node owns the job from `now_ms`. `claimed` is the oldest and the newest instant
+    /// anyone claimed before then (within the claims' retention). Look at the instants after the
+    /// newest (where the previous owner stopped) and at least over the whole window (that owner
+    /// may have died with older missed instants still pending), but never before the oldest
+    /// claim (the job's first run here, as far as the store remembers: an instant from before a
+    /// job existed is nobody's miss); with no claim, after the moment this node first knew the
+    /// job. Never before a redefinition. Returns where the looking starts.
+    pub fn anchor(&mut self, claimed: Option<(i64, i64)>, now_ms: i64, window: Duration) -> i64 {
+        let from = match claimed {
+            Some((oldest, newest)) => newest.min(now_ms - ms(window)).max(oldest),
+            None => self.known_since_ms,
+        };
+        let from = self.floor_ms.map_or(from, |floor| from.max(floor));
         self.horizon_ms = Some(from);
         self.pending.clear();
         from
@@ -300,7 +332,8 @@ impl Tracker {
     }
 
     /// Another node owns the job now: what this node had pending is the new owner's to find
-    /// (unclaimed, it looks unrun to them too) and to count.
+    /// (unclaimed, it looks unrun to them too, inside the window its anchor always covers) and
+    /// to count.
     pub fn not_owner(&mut self) {
         self.pending.clear();
         self.horizon_ms = None;
@@ -323,7 +356,7 @@ impl Tracker {
         let lower = now_ms - ms(policy.window);
         let horizon = match self.horizon_ms {
             Some(h) => h,
-            None => self.anchor(None),
+            None => self.anchor(None, now_ms, policy.window),
         };
         let from = horizon.max(now_ms - ms(lookback));
         if upper > from {
@@ -334,17 +367,29 @@ impl Tracker {
         let mut pass = Pass::default();
         let old: Vec<i64> = self.pending.range(..lower).map(|(&t, _)| t).collect();
         self.give_up(&mut pass, GiveUp::Window, old);
-        let extra = match policy.mode {
-            CatchUp::Latest => self.pending.len().saturating_sub(1),
-            _ => self.pending.len().saturating_sub(policy.limit as usize),
+        // An offer already made is not withdrawn (its run may be starting): only instants not
+        // offered yet are superseded or over the limit.
+        let unoffered = self
+            .pending
+            .iter()
+            .filter(|(_, offered)| offered.is_none())
+            .map(|(&t, _)| t);
+        let (reason, dropped): (GiveUp, Vec<i64>) = match policy.mode {
+            CatchUp::Latest => {
+                let newest = self.pending.keys().next_back().copied();
+                let older = unoffered.filter(|&t| Some(t) != newest).collect();
+                (GiveUp::Superseded, older)
+            }
+            _ => {
+                let extra = self.pending.len().saturating_sub(policy.limit as usize);
+                (GiveUp::StormLimit, unoffered.take(extra).collect())
+            }
         };
-        let reason = match policy.mode {
-            CatchUp::Latest => GiveUp::Superseded,
-            _ => GiveUp::StormLimit,
-        };
-        let oldest: Vec<i64> = self.pending.keys().take(extra).copied().collect();
-        self.give_up(&mut pass, reason, oldest);
+        self.give_up(&mut pass, reason, dropped);
         for (&t, offered) in self.pending.iter_mut() {
+            if pass.offer.len() == MAX_OFFERS_PER_PASS {
+                break;
+            }
             if offered.is_none_or(|at| now_ms - at >= ms(REOFFER)) {
                 *offered = Some(now_ms);
                 pass.offer.push(t);

@@ -125,9 +125,9 @@ pub trait FiringClaimStore: Send + 'static {
     /// Removes the claims of instants before `before_ms`; returns how many.
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError>;
 
-    /// The job and instant of every claim whose instant is in `from_ms..=to_ms`, in any order;
-    /// a claim whose record cannot be decoded counts (something claimed it). What catch-up
-    /// reads to tell a missed instant from one that ran.
+    /// The job and instant of every claim whose instant is in `from_ms..=to_ms`, in any order,
+    /// read from the claims' names alone (so a record whose body cannot be decoded counts:
+    /// something claimed it). What catch-up reads to tell a missed instant from one that ran.
     async fn claimed_between(
         &mut self,
         from_ms: i64,

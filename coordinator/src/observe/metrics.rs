@@ -187,7 +187,7 @@ impl JobSeries {
                 jr,
                 "cronstable_job_catch_up_given_up_total",
                 "Missed instants this node's catch-up gave up, by reason: window (it left \
-                 catchUpWindow unrun), superseded (catchUp latest ran a newer one) or \
+                 catchUpWindow unrun), superseded (catchUp latest: a newer missed one runs instead) or \
                  storm_limit (more than catchUpLimit in the window).",
                 &["job", "reason"],
             ),

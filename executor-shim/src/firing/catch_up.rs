@@ -6,7 +6,8 @@
 //!
 //! The coordinator offers an instant again while it stays unclaimed (the shim may not have been
 //! watching). Claims are per node and term, so two offers of one instant asked on this node
-//! would both be answered RUN: the shim starts each offered instant once ([`Offers`]).
+//! would both be answered RUN: the shim starts each offered instant once ([`Offers`]), unless
+//! its first try launched nothing (then nothing claimed it here, and a later offer may try).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,7 +16,7 @@ use cronstable_core::FiringKind;
 use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
 
-use crate::firing::{FiringContext, fire};
+use crate::firing::{FiringContext, fire_launched};
 use crate::schedule::source::LoadedJob;
 
 /// How many offered instants the shim remembers: far more than any job's `catchUpLimit`
@@ -47,6 +48,16 @@ impl Offers {
             set.remove(&old);
         }
         true
+    }
+
+    /// Forgets `job`'s instant `at_ms`: its catch-up did not run, and may be offered again.
+    pub fn forget(&self, job: &str, at_ms: i64) {
+        let mut guard = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let (set, order) = &mut *guard;
+        let key = (job.to_owned(), at_ms);
+        if set.remove(&key) {
+            order.retain(|k| *k != key);
+        }
     }
 }
 
@@ -81,7 +92,14 @@ pub fn offered(
         return;
     }
     tracing::info!(job = c.job, scheduled_at = %at, "catching up a missed instant");
-    crate::spawn(fire(ctx.clone(), job, at, FiringKind::CatchUp));
+    let (ctx, name, at_ms) = (ctx.clone(), c.job, c.scheduled_at_ms);
+    crate::spawn(async move {
+        // Not run (a transient SKIP, a DEFER given up, the coordinator away): nothing claimed
+        // it here, so the coordinator's next offer may try again.
+        if !fire_launched(ctx.clone(), job, at, FiringKind::CatchUp).await {
+            ctx.catch_ups.forget(&name, at_ms);
+        }
+    });
 }
 
 #[cfg(test)]

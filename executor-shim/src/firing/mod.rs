@@ -335,13 +335,24 @@ pub async fn fire(
     scheduled_at: DateTime<Utc>,
     first: FiringKind,
 ) {
+    fire_launched(ctx, job, scheduled_at, first).await;
+}
+
+/// [`fire`], saying whether any attempt was launched (the coordinator answered RUN).
+pub async fn fire_launched(
+    ctx: FiringContext,
+    job: Arc<JobSpec>,
+    scheduled_at: DateTime<Utc>,
+    first: FiringKind,
+) -> bool {
     let max_attempts = job.retry.retries.saturating_add(1);
-    run_sequence(ctx, job, scheduled_at, first, 1, max_attempts).await;
+    run_sequence(ctx, job, scheduled_at, first, 1, max_attempts).await
 }
 
 /// The firing loop from attempt `attempt` (of kind `first`) up to `max_attempts`: every launch
 /// asks the gate first. A fresh firing starts at 1; a resumed handoff at its next attempt.
-/// The rules are [`step::Sequence::step`]'s; this performs what it asks for.
+/// The rules are [`step::Sequence::step`]'s; this performs what it asks for. Returns whether
+/// any attempt was launched.
 pub(crate) async fn run_sequence(
     ctx: FiringContext,
     job: Arc<JobSpec>,
@@ -349,7 +360,7 @@ pub(crate) async fn run_sequence(
     first: FiringKind,
     attempt: u32,
     max_attempts: u32,
-) {
+) -> bool {
     let mut seq = Sequence::new(
         job,
         scheduled_at,
@@ -364,6 +375,7 @@ pub(crate) async fn run_sequence(
         .is_deferred_one_shot()
         .then(|| ctx.wakeups.register(&seq.job().name, at_ms));
     let mut event = Event::Ready(ctx.facts(&seq));
+    let mut launched = false;
     loop {
         let now = Now {
             mono: tokio::time::Instant::now(),
@@ -371,11 +383,12 @@ pub(crate) async fn run_sequence(
         };
         let mut next = None;
         for action in seq.step(event, now) {
+            launched |= matches!(action, Action::Launch { .. });
             next = perform(&ctx, &seq, action, wakeup.as_ref()).await;
         }
         match next {
             Some(e) => event = e,
-            None => return,
+            None => return launched,
         }
     }
 }

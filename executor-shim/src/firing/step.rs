@@ -561,7 +561,9 @@ pub fn without_coordinator(
 ) -> Answer {
     // The memory speaks only for a coordinator that is away, not for one that answered with a
     // refusal.
-    let gate = if error.is_unreachable() {
+    // A catch-up runs only on the coordinator's claimed RUN: whatever the memory says, without
+    // an answer nothing can tell that nobody else ran the instant.
+    let gate = if error.is_unreachable() && kind != FiringKind::CatchUp {
         remembered
     } else {
         Gate::NoManager

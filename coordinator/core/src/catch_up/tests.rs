@@ -61,12 +61,22 @@ fn no_keys_or_none_is_no_policy_and_a_policy_keeps_what_was_written() {
     );
     assert_eq!(
         check(
-            keys(Some("latest"), Some(3600), Some(2)),
+            keys(Some("latest"), Some(3600), None),
             "0 * * * *",
             Leader,
             90
         ),
-        Ok(Some(policy(CatchUp::Latest, 3600, 2)))
+        Ok(Some(policy(CatchUp::Latest, 3600, DEFAULT_LIMIT)))
+    );
+    // The limit bounds `all` only: `latest` runs one instant however long its window.
+    assert_eq!(
+        check(
+            keys(Some("latest"), Some(86_400), None),
+            "* * * * *",
+            Leader,
+            90
+        ),
+        Ok(Some(policy(CatchUp::Latest, 86_400, DEFAULT_LIMIT)))
     );
 }
 
@@ -134,11 +144,19 @@ fn bad_combinations_name_their_key() {
             vec!["catchUpWindow"],
         ),
         (
-            keys(Some("latest"), Some(11), Some(10)),
+            keys(Some("all"), Some(11), Some(10)),
             "* * * * * *",
             Leader,
             5,
             vec!["catchUpWindow"],
+        ),
+        // A limit means nothing to `latest`.
+        (
+            keys(Some("latest"), Some(60), Some(3)),
+            "* * * * *",
+            Leader,
+            5,
+            vec!["catchUpLimit"],
         ),
         // The limit's range.
         (
@@ -370,12 +388,96 @@ fn an_owner_anchored_at_the_newest_claim_finds_what_passed_before_it_started() {
     let p = policy(CatchUp::All, 10, 10);
     let mut t = Tracker::new(T0 + 5000);
     assert!(!t.is_anchored());
-    assert_eq!(t.anchor(Some(T0 + 3000)), T0 + 3000);
+    assert_eq!(
+        t.anchor(
+            Some((T0 + 1000, T0 + 3000)),
+            T0 + 5000,
+            Duration::from_secs(1)
+        ),
+        T0 + 3000
+    );
     let ran = |at: i64| at <= T0 + 3000 || at >= T0 + 5000;
     let pass = t.step(&s, &p, T0 + 7500, Duration::from_secs(3600), ran);
     assert_eq!(pass.offer, [T0 + 4000]);
     // Without a claim to go by, it looks from when it first knew the job.
     t.not_owner();
     assert!(!t.is_anchored());
-    assert_eq!(t.anchor(None), T0 + 5000);
+    assert_eq!(
+        t.anchor(None, T0 + 9000, Duration::from_secs(10)),
+        T0 + 5000
+    );
+}
+
+/// The look always covers the whole window (an owner that died may have left older missed
+/// instants pending), but never reaches before the job's oldest claim, nor before a
+/// redefinition.
+#[test]
+fn the_anchor_covers_the_window_but_not_before_the_job_or_its_redefinition() {
+    let window = Duration::from_secs(10);
+    let mut t = Tracker::new(T0 + 50_000);
+    let (now, oldest, newest) = (T0 + 60_000, T0, T0 + 58_000);
+    assert_eq!(t.anchor(Some((oldest, newest)), now, window), T0 + 50_000);
+    assert_eq!(
+        t.anchor(Some((T0 + 55_000, newest)), now, window),
+        T0 + 55_000
+    );
+    assert_eq!(
+        t.anchor(Some((oldest, T0 + 20_000)), now, window),
+        T0 + 20_000
+    );
+    let mut r = Tracker::redefined(T0 + 57_000);
+    assert_eq!(r.anchor(Some((oldest, newest)), now, window), T0 + 57_000);
+}
+
+/// An offer made is not withdrawn: a newer missed instant supersedes only older ones not yet
+/// offered, and the storm limit drops only unoffered ones; at most
+/// [`MAX_OFFERS_PER_PASS`] go out per pass.
+#[test]
+fn offers_once_made_stand_and_a_pass_offers_a_bounded_burst() {
+    let s = every_second();
+    let missed = |_: i64| false;
+    let lookback = Duration::from_secs(3600);
+    let mut t = Tracker::new(T0);
+    let pass = t.step(
+        &s,
+        &policy(CatchUp::Latest, 10, 10),
+        T0 + 3000,
+        lookback,
+        missed,
+    );
+    assert_eq!(pass.offer, [T0 + 1000]);
+    let pass = t.step(
+        &s,
+        &policy(CatchUp::Latest, 10, 10),
+        T0 + 5000,
+        lookback,
+        missed,
+    );
+    assert_eq!(pass.offer, [T0 + 3000], "the newest; T0+1 s stays offered");
+    assert_eq!(
+        pass.given_up,
+        [GivenUp {
+            reason: GiveUp::Superseded,
+            instants: vec![T0 + 2000]
+        }]
+    );
+    let mut t = Tracker::new(T0);
+    let pass = t.step(
+        &s,
+        &policy(CatchUp::All, 60, 100),
+        T0 + 42_000,
+        lookback,
+        missed,
+    );
+    assert_eq!(pass.offer.len(), MAX_OFFERS_PER_PASS);
+    assert_eq!(pass.offer[0], T0 + 1000, "oldest first");
+    let pass = t.step(
+        &s,
+        &policy(CatchUp::All, 60, 100),
+        T0 + 42_500,
+        lookback,
+        missed,
+    );
+    assert_eq!(pass.offer.len(), MAX_OFFERS_PER_PASS);
+    assert_eq!(pass.offer[0], T0 + 17_000, "the next ones, a pass later");
 }
