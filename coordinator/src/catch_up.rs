@@ -46,6 +46,42 @@ struct Tracked {
     owned_since: Option<i64>,
 }
 
+/// The claims of `from..=to_ms`, by job; `None` when the store cannot be read (logged once per
+/// change of error, and the pass waits for the next).
+async fn read_claims(
+    store: &crate::lease::records_store::RecordsStore,
+    memory: &mut CatchUps,
+    from: i64,
+    to_ms: i64,
+) -> Option<Claimed> {
+    match store.claimed_between(from, to_ms).await {
+        Ok(found) => {
+            if memory.store_error.take().is_some() {
+                tracing::info!("catch-up reads the firing claims again");
+            }
+            let mut by_job = Claimed::new();
+            for (job, at) in found {
+                by_job.entry(job).or_default().insert(at);
+            }
+            Some(by_job)
+        }
+        Err(e) => {
+            let said = e.to_string();
+            if memory.store_error.as_ref() != Some(&said) {
+                tracing::warn!(
+                    "catch-up cannot read the firing claims ({said}); missed instants wait \
+                     for the next pass"
+                );
+                memory.store_error = Some(said);
+            }
+            None
+        }
+    }
+}
+
+/// The claimed instants of one pass's span, by job.
+type Claimed = std::collections::BTreeMap<String, BTreeSet<i64>>;
+
 /// The task's memory between passes.
 #[derive(Default)]
 pub struct CatchUps {
@@ -108,24 +144,8 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
         .map(|t| t.tracker.look_from(now.unix_ms, lookback))
         .min()
         .unwrap_or(now.unix_ms);
-    let claimed: BTreeSet<(String, i64)> = match store.claimed_between(from, now.unix_ms).await {
-        Ok(found) => {
-            if memory.store_error.take().is_some() {
-                tracing::info!("catch-up reads the firing claims again");
-            }
-            found.into_iter().collect()
-        }
-        Err(e) => {
-            let said = e.to_string();
-            if memory.store_error.as_ref() != Some(&said) {
-                tracing::warn!(
-                    "catch-up cannot read the firing claims ({said}); missed instants wait \
-                     for the next pass"
-                );
-                memory.store_error = Some(said);
-            }
-            return;
-        }
+    let Some(claimed) = read_claims(&store, memory, from, now.unix_ms).await else {
+        return;
     };
     for (name, executor) in owned {
         let Some(tracked) = memory.jobs.get_mut(&name) else {
@@ -133,7 +153,7 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
         };
         if !tracked.tracker.is_anchored() {
             let since = tracked.owned_since.unwrap_or(now.unix_ms);
-            let before = claims_before(&claimed, &name, since);
+            let before = claims_before(claimed.get(&name), since);
             let window = tracked.written.2.window;
             let from = tracked.tracker.anchor(before, now.unix_ms, window);
             tracing::info!(
@@ -145,11 +165,16 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
         let policy = tracked.written.2;
         // An instant this node's executor skipped under concurrencyPolicy Forbid (a run was
         // still going) was not missed: the job said to skip it, so it is settled like a claimed one.
-        let forbidden = skipped_by_forbid(state, &name);
+        // Read from the ledger only when an unclaimed instant is in question.
+        let mine = claimed.get(&name);
+        let forbidden = std::cell::OnceCell::new();
         let step = tracked
             .tracker
             .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
-                claimed.contains(&(name.clone(), at)) || forbidden.contains(&at)
+                mine.is_some_and(|c| c.contains(&at))
+                    || forbidden
+                        .get_or_init(|| skipped_by_forbid(state, &name))
+                        .contains(&at)
             });
         for given in step.given_up {
             let (Some(&first), Some(&last)) = (given.instants.first(), given.instants.last())
@@ -215,18 +240,11 @@ fn skipped_by_forbid(state: &CoordinatorState, job: &str) -> BTreeSet<i64> {
 /// only makes the look start a little earlier, over instants that are claimed anyway.
 const ANCHOR_MARGIN_MS: i64 = 1_000;
 
-/// The oldest and the newest instant of `job` claimed before `owner_since` (less
+/// The oldest and the newest of a job's `claimed` instants before `owner_since` (less
 /// [`ANCHOR_MARGIN_MS`]): the job's first run the store remembers, and where the previous owner
 /// stopped.
-fn claims_before(
-    claimed: &BTreeSet<(String, i64)>,
-    job: &str,
-    owner_since: i64,
-) -> Option<(i64, i64)> {
-    let mut at = claimed
-        .iter()
-        .filter(|(j, at)| j == job && *at < owner_since - ANCHOR_MARGIN_MS)
-        .map(|(_, at)| *at);
+fn claims_before(claimed: Option<&BTreeSet<i64>>, owner_since: i64) -> Option<(i64, i64)> {
+    let mut at = claimed?.range(..owner_since - ANCHOR_MARGIN_MS).copied();
     let oldest = at.next()?;
     Some((oldest, at.next_back().unwrap_or(oldest)))
 }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::clock;
 use crate::firing::{FiringContext, fire};
-use crate::schedule::source::LoadedJob;
+use crate::schedule::source::{LoadedJob, job_named};
 
 const BACKOFF_START: Duration = Duration::from_millis(200);
 const BACKOFF_MAX: Duration = Duration::from_secs(10);
@@ -127,12 +127,7 @@ fn handle(ctx: &FiringContext, jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>, i: p
             ctx.remember(|m, now| m.heard(stamp, now));
         }
         Some(pb::instruction::Kind::ManualStart(m)) => {
-            let Some(job) = jobs
-                .borrow()
-                .iter()
-                .find(|j| j.spec.name == m.job)
-                .map(|j| j.spec.clone())
-            else {
+            let Some(job) = job_named(&jobs.borrow(), &m.job) else {
                 tracing::warn!(
                     job = m.job,
                     "manual start for a job this shim does not have"

@@ -17,7 +17,7 @@ use cronstable_proto::v1 as pb;
 use tokio::sync::watch;
 
 use crate::firing::{FiringContext, fire_launched};
-use crate::schedule::source::LoadedJob;
+use crate::schedule::source::{LoadedJob, job_named};
 
 /// How many offered instants the shim remembers: far more than any job's `catchUpLimit`
 /// (at most 100) times the jobs that can miss together, and a few hundred KiB at most.
@@ -67,12 +67,7 @@ pub fn offered(
     jobs: &watch::Receiver<Arc<Vec<LoadedJob>>>,
     c: pb::CatchUpRun,
 ) {
-    let Some(job) = jobs
-        .borrow()
-        .iter()
-        .find(|j| j.spec.name == c.job)
-        .map(|j| j.spec.clone())
-    else {
+    let Some(job) = job_named(&jobs.borrow(), &c.job) else {
         tracing::warn!(
             job = c.job,
             "catch-up offered for a job this shim does not have"

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::clock;
 use crate::firing::{FiringContext, run_sequence};
-use crate::schedule::source::LoadedJob;
+use crate::schedule::source::{LoadedJob, job_named};
 
 /// What a `ResumeRetry` runs: the job, the first attempt number and the last.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,10 +28,7 @@ pub struct ResumePlan {
 
 /// Works out what `r` asks of this shim's `jobs`, or why it cannot be done.
 pub fn plan(jobs: &[LoadedJob], r: &pb::ResumeRetry) -> Result<ResumePlan, String> {
-    let job = jobs
-        .iter()
-        .find(|j| j.spec.name == r.job)
-        .map(|j| j.spec.clone())
+    let job = job_named(jobs, &r.job)
         .ok_or_else(|| format!("job {:?} is not in this shim's job file", r.job))?;
     // These never move between nodes (RTY-06); a coordinator should not send them.
     if job.cluster_policy == ClusterPolicy::EveryNode || job.is_reboot() {

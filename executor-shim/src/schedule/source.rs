@@ -36,6 +36,13 @@ pub struct LoadedJob {
     pub schedule: Schedule,
 }
 
+/// The current definition of the job named `name` among `jobs`.
+pub fn job_named(jobs: &[LoadedJob], name: &str) -> Option<Arc<JobSpec>> {
+    jobs.iter()
+        .find(|j| j.spec.name == name)
+        .map(|j| j.spec.clone())
+}
+
 /// The result of reading a job source.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
