@@ -1,25 +1,34 @@
-//! Bounded catch-up on the lease stores: the task that finds the instants of this node's Leader
-//! jobs with `catchUp` that nobody ran, offers them to the job's executor over Watch
-//! (`CatchUpRun`), and counts and logs every instant it gives up.
+//! Bounded catch-up: the task that finds the instants of this node's Leader jobs with
+//! `catchUp` that nobody ran, offers them to the job's executor over Watch (`CatchUpRun`), and
+//! counts and logs every instant it gives up.
 //!
 //! Once a [`PASS_EVERY`], and whenever the view or the job set changes, it looks at each such
 //! job this node would run now (the gate's own answer for a catch-up at this moment: the
-//! holder, or the job's owner under `distribution: spread`). For those it reads the store's
-//! claims of the span still to be judged in one call, and steps each job's
+//! holder or leader, or the job's owner under `distribution: spread`) and steps the job's
 //! [`cronstable_core::catch_up::Tracker`], which names what to offer and what to give up. The
 //! offer is only a wake-up: the executor asks ShouldRun with the catch-up kind, and the gate
-//! claims the instant before it answers RUN, exactly as for an ordinary scheduled Leader
-//! firing, so an instant runs at most once however offers, ordinary questions and handovers
-//! race.
+//! answers it like an ordinary scheduled Leader firing.
 //!
-//! What it can know: an instant is "nobody ran it" when it has no claim. Claims are kept for
-//! [`crate::lease::claims::retention`], which covers every window; a node looks back no further
-//! than that. When a node comes to own a job it starts looking after the newest instant anyone
-//! claimed before (where the previous owner stopped: that covers a coordinator restarted a
-//! moment ago that wins the lease at once, and a cluster whose every coordinator restarted),
-//! or, when the claims hold none, after the moment it first saw the job (an instant from before
-//! the job existed is nobody's miss). Gossip and Kubernetes keep no claims, and this task does
-//! nothing there (registration warns).
+//! What it can know depends on the backend:
+//!
+//! - **etcd, filesystem**: an instant is "nobody ran it" when it has no claim; one read of the
+//!   store's claims per pass covers every owned job. The gate claims a catch-up before it
+//!   answers RUN, so an instant runs at most once however offers, ordinary questions and
+//!   handovers race. Claims are kept for [`crate::lease::claims::retention`], which covers
+//!   every window. When a node comes to own a job it starts looking after the newest instant
+//!   anyone claimed before (where the previous owner stopped: a coordinator restarted a moment
+//!   ago that wins the lease at once, a cluster whose every coordinator restarted), or, when the
+//!   claims hold none, after the moment it first saw the job (an instant from before the job
+//!   existed is nobody's miss).
+//! - **gossip**, best effort: nothing is claimed. A node that comes to own a job looks after
+//!   the newest instant that ran here or that its peers said was settled ([`peers`]); after
+//!   that, an instant is "nobody ran it" when this node's ledger has no RUN for it. A peer that
+//!   fell silent settles everything before the moment it was found silent, so an instant it may
+//!   have run in its last moments is lost rather than run twice; a leader cut off by a
+//!   partition that still runs an instant inside gossip's documented double-run window can
+//!   meet a catch-up of the same instant on the new leader.
+//! - **kubernetes** keeps no claims and exchanges no summaries: the task does nothing there
+//!   (registration warns).
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -31,6 +40,9 @@ use cronstable_core::{FiringKind, JobSpec, Verdict};
 use crate::clock::Now;
 use crate::lease::claims::retention;
 use crate::state::{CoordinatorState, Instruction};
+use crate::status::ClusterStatus;
+
+mod peers;
 
 /// How often the owner looks for missed instants.
 pub const PASS_EVERY: Duration = Duration::from_secs(1);
@@ -88,6 +100,8 @@ pub struct CatchUps {
     jobs: HashMap<String, Tracked>,
     /// The last store error, so a failing store is logged once per change, not every pass.
     store_error: Option<String>,
+    /// On gossip, which peers answered at the last pass.
+    heard: peers::Heard,
 }
 
 /// Runs passes until `shutdown` resolves.
@@ -105,17 +119,79 @@ pub async fn run(state: CoordinatorState, shutdown: impl std::future::Future<Out
     }
 }
 
+/// Where one pass learns which instants ran.
+enum Knowledge {
+    /// A lease store's claims of the pass's span, by job.
+    Claims(Claimed),
+    /// Gossip: this node's ledger and what its peers said was settled ([`peers`]).
+    Peers,
+}
+
 /// One pass at `now` (see the module docs).
 pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
-    let Some(store) = state.records_store() else {
+    let store = state.records_store();
+    let peers = match (&store, state.view.borrow().status.as_ref()) {
+        (None, ClusterStatus::Gossip(g)) => Some(g.peers.clone()),
+        _ => None,
+    };
+    if store.is_none() && peers.is_none() {
         memory.jobs.clear();
         return;
-    };
+    }
     let set = state.registry.current();
     memory
         .jobs
         .retain(|name, _| set.get(name).is_some_and(|j| j.spec.catch_up.is_some()));
+    if let Some(rows) = &peers {
+        let jobs = set
+            .jobs
+            .values()
+            .filter(|j| j.spec.catch_up.is_some())
+            .map(|j| j.spec.name.as_str());
+        memory.heard.fold(rows, jobs, &state.ledger, now.unix_ms);
+    }
     let lookback = retention(set.jobs.values().map(|j| &j.spec));
+    let owned = owned_jobs(state, memory, &set, now);
+    if owned.is_empty() {
+        return;
+    }
+    let knowledge = match store {
+        Some(store) => {
+            let from = owned
+                .iter()
+                .filter_map(|(name, _)| memory.jobs.get(name))
+                .map(|t| t.tracker.look_from(now.unix_ms, lookback))
+                .min()
+                .unwrap_or(now.unix_ms);
+            match read_claims(&store, memory, from, now.unix_ms).await {
+                Some(claimed) => Knowledge::Claims(claimed),
+                None => return,
+            }
+        }
+        None => Knowledge::Peers,
+    };
+    for (name, executor) in owned {
+        if let Some(tracked) = memory.jobs.get_mut(&name) {
+            judge(
+                state,
+                tracked,
+                &knowledge,
+                (&name, &executor),
+                now,
+                lookback,
+            );
+        }
+    }
+}
+
+/// The catch-up jobs this node would run now, with their executors; every other tracked job
+/// is told that another node owns it.
+fn owned_jobs(
+    state: &CoordinatorState,
+    memory: &mut CatchUps,
+    set: &crate::jobs::JobSet,
+    now: Now,
+) -> Vec<(String, String)> {
     let mut owned = Vec::new();
     for (name, registered) in &set.jobs {
         let Some(tracked) = track(memory, &registered.spec, now.unix_ms) else {
@@ -135,80 +211,83 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
             tracked.tracker.not_owner();
         }
     }
-    if owned.is_empty() {
-        return;
-    }
-    let from = owned
-        .iter()
-        .filter_map(|(name, _)| memory.jobs.get(name))
-        .map(|t| t.tracker.look_from(now.unix_ms, lookback))
-        .min()
-        .unwrap_or(now.unix_ms);
-    let Some(claimed) = read_claims(&store, memory, from, now.unix_ms).await else {
-        return;
+    owned
+}
+
+/// One owned job's step: anchors the look when the node just came to own it, then offers
+/// what nobody ran and counts what is given up.
+fn judge(
+    state: &CoordinatorState,
+    tracked: &mut Tracked,
+    knowledge: &Knowledge,
+    (name, executor): (&str, &str),
+    now: Now,
+    lookback: Duration,
+) {
+    let claims = match knowledge {
+        Knowledge::Claims(claimed) => claimed.get(name),
+        Knowledge::Peers => None,
     };
-    for (name, executor) in owned {
-        let Some(tracked) = memory.jobs.get_mut(&name) else {
+    let ran_here = matches!(knowledge, Knowledge::Peers).then(|| state.ledger.ran_here(name));
+    if !tracked.tracker.is_anchored() {
+        let since = tracked.owned_since.unwrap_or(now.unix_ms);
+        let before = match &ran_here {
+            Some(ran) => settled_before(ran, state.ledger.settled_elsewhere(name), since),
+            None => claims_before(claims, since),
+        };
+        let window = tracked.written.2.window;
+        let from = tracked.tracker.anchor(before, now.unix_ms, window);
+        tracing::info!(
+            job = name,
+            looks_back_to_ms = from,
+            "catch-up: this node owns the job now and looks for instants nobody ran since"
+        );
+    }
+    let policy = tracked.written.2;
+    // An instant this node's executor skipped under concurrencyPolicy Forbid (a run was
+    // still going) was not missed: the job said to skip it, so it is settled like a claimed one.
+    // Read from the ledger only when an unclaimed instant is in question.
+    let forbidden = std::cell::OnceCell::new();
+    let step = tracked
+        .tracker
+        .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
+            claims.is_some_and(|c| c.contains(&at))
+                || ran_here.as_ref().is_some_and(|r| r.settled(at))
+                || forbidden
+                    .get_or_init(|| skipped_by_forbid(state, name))
+                    .contains(&at)
+        });
+    for given in step.given_up {
+        let (Some(&first), Some(&last)) = (given.instants.first(), given.instants.last()) else {
             continue;
         };
-        if !tracked.tracker.is_anchored() {
-            let since = tracked.owned_since.unwrap_or(now.unix_ms);
-            let before = claims_before(claimed.get(&name), since);
-            let window = tracked.written.2.window;
-            let from = tracked.tracker.anchor(before, now.unix_ms, window);
-            tracing::info!(
-                job = name,
-                looks_back_to_ms = from,
-                "catch-up: this node owns the job now and looks for instants nobody ran since"
-            );
-        }
-        let policy = tracked.written.2;
-        // An instant this node's executor skipped under concurrencyPolicy Forbid (a run was
-        // still going) was not missed: the job said to skip it, so it is settled like a claimed one.
-        // Read from the ledger only when an unclaimed instant is in question.
-        let mine = claimed.get(&name);
-        let forbidden = std::cell::OnceCell::new();
-        let step = tracked
-            .tracker
-            .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
-                mine.is_some_and(|c| c.contains(&at))
-                    || forbidden
-                        .get_or_init(|| skipped_by_forbid(state, &name))
-                        .contains(&at)
-            });
-        for given in step.given_up {
-            let (Some(&first), Some(&last)) = (given.instants.first(), given.instants.last())
-            else {
-                continue;
-            };
-            tracing::warn!(
-                job = name,
-                reason = given.reason.as_str(),
-                count = given.instants.len(),
-                first_scheduled_at_ms = first,
-                last_scheduled_at_ms = last,
-                "gave up missed instants: nobody ran them and catch-up will not"
-            );
-            state
-                .metrics
-                .catch_up_given_up(&name, given.reason.as_str(), given.instants.len());
-        }
-        for at in step.offer {
-            let sent = state.send_to(
-                &executor,
-                Instruction::CatchUp {
-                    job: name.clone(),
-                    scheduled_at_ms: at,
-                },
-            );
-            tracing::info!(
-                job = name,
-                scheduled_at_ms = at,
-                executor,
-                sent,
-                "offered a missed instant to catch up"
-            );
-        }
+        tracing::warn!(
+            job = name,
+            reason = given.reason.as_str(),
+            count = given.instants.len(),
+            first_scheduled_at_ms = first,
+            last_scheduled_at_ms = last,
+            "gave up missed instants: nobody ran them and catch-up will not"
+        );
+        state
+            .metrics
+            .catch_up_given_up(name, given.reason.as_str(), given.instants.len());
+    }
+    for at in step.offer {
+        let sent = state.send_to(
+            executor,
+            Instruction::CatchUp {
+                job: name.to_owned(),
+                scheduled_at_ms: at,
+            },
+        );
+        tracing::info!(
+            job = name,
+            scheduled_at_ms = at,
+            executor,
+            sent,
+            "offered a missed instant to catch up"
+        );
     }
 }
 
@@ -239,6 +318,20 @@ fn skipped_by_forbid(state: &CoordinatorState, job: &str) -> BTreeSet<i64> {
 /// as the anchor would skip the gap before it. A claim of the previous owner inside this margin
 /// only makes the look start a little earlier, over instants that are claimed anyway.
 const ANCHOR_MARGIN_MS: i64 = 1_000;
+
+/// On gossip, where the look starts when this node comes to own a job at `owner_since`: after
+/// the newest instant that ran here before then (less [`ANCHOR_MARGIN_MS`]) or that the peers
+/// said was settled, whichever is later. Everything before it is settled, so it is both the
+/// oldest and the newest "claim".
+fn settled_before(
+    ran_here: &crate::ledger::ran::RanHere,
+    elsewhere: Option<i64>,
+    owner_since: i64,
+) -> Option<(i64, i64)> {
+    let here = ran_here.newest_before(owner_since - ANCHOR_MARGIN_MS);
+    let settled = here.into_iter().chain(elsewhere).max()?;
+    Some((settled, settled))
+}
 
 /// The oldest and the newest of a job's `claimed` instants before `owner_since` (less
 /// [`ANCHOR_MARGIN_MS`]): the job's first run the store remembers, and where the previous owner

@@ -54,8 +54,10 @@ pub enum Effect {
     /// A scheduled or catch-up Leader firing answered RUN: claim it in the store first (where
     /// the backend keeps claims, [`crate::lease::claims`]), then answer from the view as it is
     /// after the write; SKIP (`already_ran`) if another claim holds it, DEFER if the write
-    /// fails. A catch-up where no claims are kept is SKIP (`not_caught_up`): nothing could
-    /// tell that nobody ran it.
+    /// fails. On gossip, where nothing is claimed, this node's ledger stands in for the claim
+    /// (a RUN of the other kind of the same instant here is SKIP `already_ran`); on a backend
+    /// with neither (kubernetes) a catch-up is SKIP (`not_caught_up`): nothing could tell that
+    /// nobody ran it.
     ClaimFirst,
     /// An `@reboot` one-shot: remember the final verdict for the `RunDeferred` push.
     TrackOneShot {

@@ -223,6 +223,11 @@ impl Executor for ExecutorService {
             self.state.view.borrow().election,
             crate::cluster::Election::Off
         );
+        let gossip = matches!(
+            self.state.view.borrow().status.as_ref(),
+            crate::status::ClusterStatus::Gossip(_)
+        );
+        let no_claims = self.state.records_store().is_none();
         let now = crate::clock::now_utc();
         let (mut jobs, mut warnings) = (Vec::new(), Vec::new());
         for j in set
@@ -251,11 +256,12 @@ impl Executor for ExecutorService {
                     j.spec.name
                 ));
             }
-            if j.spec.catch_up.is_some() && election_on && self.state.records_store().is_none() {
+            if j.spec.catch_up.is_some() && election_on && no_claims && !gossip {
                 warnings.push(format!(
                     "job {:?}: catchUp has no effect on this backend: it keeps no firing \
-                     claims, so nothing tells a missed instant from one that ran (catch-up \
-                     works on the etcd and filesystem backends)",
+                     claims and exchanges no run summaries, so nothing tells a missed instant \
+                     from one that ran (catch-up works on etcd and filesystem, and best effort \
+                     on gossip)",
                     j.spec.name
                 ));
             }

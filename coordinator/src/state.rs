@@ -348,6 +348,7 @@ impl CoordinatorState {
                     Some(store) => {
                         answer = self.claim_first(&store, &set, firing, answer, now).await;
                     }
+                    None if self.on_gossip() => answer = self.ran_here_first(firing, answer),
                     None if firing.kind == FiringKind::CatchUp => {
                         answer = Answer {
                             decision: Decision::skip(cronstable_core::Reason::NotCaughtUp),
@@ -370,6 +371,42 @@ impl CoordinatorState {
             }
         }
         Some(answer)
+    }
+
+    /// Whether the backend is gossip (its view says so from its first round).
+    fn on_gossip(&self) -> bool {
+        matches!(
+            self.view.borrow().status.as_ref(),
+            crate::status::ClusterStatus::Gossip(_)
+        )
+    }
+
+    /// Gossip's stand-in for a claim, on this node only: a RUN of a scheduled Leader firing is
+    /// SKIP (`already_ran`) when this node already answered RUN for the same instant as the
+    /// other kind (a catch-up after the ordinary question, or the ordinary question late after
+    /// a catch-up). The same kind asked again is answered again: the executor's own retry of a
+    /// question whose answer it never got.
+    fn ran_here_first(&self, firing: &Firing, answer: Answer) -> Answer {
+        if answer.decision.verdict != cronstable_core::Verdict::Run {
+            return answer;
+        }
+        let before = self
+            .ledger
+            .ran_here(&firing.job)
+            .kind_at(firing.scheduled_at_ms);
+        match before {
+            Some(kind) if kind != firing.kind => Answer {
+                decision: Decision::skip(cronstable_core::Reason::AlreadyRan),
+                message: format!(
+                    "this node already answered RUN for this instant (as {}), so it is not \
+                     run again",
+                    kind.code()
+                ),
+                fence: None,
+                ..answer
+            },
+            _ => answer,
+        }
     }
 
     /// Claims a scheduled Leader firing in the store ([`crate::lease::claims`]), then answers

@@ -253,3 +253,157 @@ async fn a_restarted_holder_looks_back_to_where_its_predecessor_stopped() {
     pass(&after, &mut memory, Now::with_unix_ms(T0 + 6500)).await;
     assert_eq!(offers(&mut watch), [T0 + 4000]);
 }
+
+/// A gossip node `node` whose view names `leader`, with one peer row per `(host, status,
+/// settled_through_ms)`, and `job` registered by executor "shim-1" with its Watch open. No
+/// store: catch-up there works from this node's ledger and the peers' summaries.
+fn gossip_view(node: &str, leader: &str, peers: &[(&str, &str, Option<i64>)]) -> ClusterView {
+    use crate::status::{ClusterStatus, GossipStatus};
+    let rows = peers
+        .iter()
+        .map(|&(host, status, settled)| super::peers::peer_row(host, status, settled))
+        .collect();
+    let mut v = view(node, leader);
+    v.status = std::sync::Arc::new(ClusterStatus::Gossip(Box::new(GossipStatus {
+        peers: rows,
+        ..GossipStatus::default()
+    })));
+    v
+}
+
+fn gossip_node(
+    view: ClusterView,
+) -> (
+    CoordinatorState,
+    watch::Sender<ClusterView>,
+    mpsc::Receiver<Instruction>,
+) {
+    let (tx, rx) = watch::channel(view);
+    let state = CoordinatorState::new(rx);
+    state
+        .registry
+        .register("shim-1", vec![every_second()])
+        .unwrap();
+    let watch = state.open_watch("shim-1");
+    (state, tx, watch)
+}
+
+/// On gossip the leader looks after what its peers said was settled, offers the instants its
+/// own ledger has no RUN for, and its ledger stands in for the claim: one instant is answered
+/// RUN as one kind only.
+#[tokio::test]
+async fn on_gossip_the_leader_catches_up_after_what_the_peers_settled() {
+    let peers = [("b:1", "agreed", Some(T0 + 2000))];
+    let (state, _view, mut watch) = gossip_node(gossip_view("a", "a", &peers));
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 3100)).await;
+    assert!(offers(&mut watch).is_empty());
+    let ordinary = state
+        .should_run(
+            &firing(T0 + 4000, FiringKind::Scheduled),
+            Now::with_unix_ms(T0 + 4010),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ordinary.decision.verdict, Verdict::Run);
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 6500)).await;
+    assert_eq!(
+        offers(&mut watch),
+        [T0 + 3000],
+        "T0+2 s and before were settled by b, T0+4 s ran here"
+    );
+    let ask = |at: i64, kind: FiringKind| {
+        let state = state.clone();
+        async move {
+            let a = state
+                .should_run(&firing(at, kind), Now::with_unix_ms(T0 + 6600))
+                .await
+                .unwrap();
+            (a.decision.verdict, a.decision.reason)
+        }
+    };
+    assert_eq!(
+        ask(T0 + 3000, FiringKind::CatchUp).await,
+        (Verdict::Run, Reason::Leader)
+    );
+    // The executor asking the same again (its answer was lost) is answered the same.
+    assert_eq!(ask(T0 + 3000, FiringKind::CatchUp).await.0, Verdict::Run);
+    for (at, kind) in [
+        (T0 + 3000, FiringKind::Scheduled),
+        (T0 + 4000, FiringKind::CatchUp),
+    ] {
+        assert_eq!(
+            ask(at, kind).await,
+            (Verdict::Skip, Reason::AlreadyRan),
+            "{kind:?} at {at}"
+        );
+    }
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 12_000)).await;
+    assert!(
+        !offers(&mut watch).contains(&(T0 + 3000)),
+        "an instant answered RUN here is not offered again"
+    );
+}
+
+/// A peer that falls silent may have run instants after its last summary: they are settled
+/// through the pass that found it silent, and only what came after is caught up.
+#[tokio::test]
+async fn on_gossip_what_a_silent_leader_may_have_run_is_not_caught_up() {
+    let peers = [("b:1", "agreed", Some(T0 + 500))];
+    let (state, view_tx, mut watch) = gossip_node(gossip_view("a", "b", &peers));
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 1000)).await;
+    // b stops answering; a leads from T0+4 s.
+    view_tx.send_replace(gossip_view("a", "a", &[("b:1", "unreachable", None)]));
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 4000)).await;
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 9000)).await;
+    assert_eq!(
+        offers(&mut watch),
+        [T0 + 5000, T0 + 6000, T0 + 7000],
+        "T0+1 s..T0+4 s: b may have run them before it fell silent"
+    );
+    assert_eq!(state.ledger.settled_elsewhere("tick"), Some(T0 + 4000));
+}
+
+/// Kubernetes keeps no claims and exchanges no summaries: nothing is offered and a catch-up
+/// question is SKIP `not_caught_up`.
+#[tokio::test]
+async fn without_claims_or_summaries_nothing_is_caught_up() {
+    let (state, _view, mut watch) = gossip_node(view("a", "a"));
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0)).await;
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 9000)).await;
+    assert!(offers(&mut watch).is_empty());
+    let a = state
+        .should_run(
+            &firing(T0 + 3000, FiringKind::CatchUp),
+            Now::with_unix_ms(T0 + 9100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (a.decision.verdict, a.decision.reason),
+        (Verdict::Skip, Reason::NotCaughtUp)
+    );
+}
+
+/// A whole gossip cluster restarted: with the ledger kept in `state.path`, the new leader finds
+/// the newest instant it ran before and catches up what passed while every node was down.
+#[tokio::test]
+async fn on_gossip_a_restored_ledger_lets_a_restarted_leader_catch_up_the_outage() {
+    let (state, _view, mut watch) = gossip_node(gossip_view("a", "a", &[("b:1", "agreed", None)]));
+    let before = crate::ledger::Record::decided(
+        &firing(T0 + 1000, FiringKind::Scheduled),
+        cronstable_core::Decision::run(Reason::Leader),
+        "a",
+        T0 + 1000,
+    );
+    state.ledger.restore(before);
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 6000)).await;
+    assert_eq!(
+        offers(&mut watch),
+        [T0 + 2000, T0 + 3000, T0 + 4000],
+        "after the newest instant this node ran before it stopped"
+    );
+}

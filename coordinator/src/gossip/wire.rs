@@ -44,6 +44,11 @@ pub struct JobSummary {
     /// The newest finished run on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
+    /// Every instant of the job at or before this (Unix ms) is settled as far as this node
+    /// knows: it ran here, a peer reported it run, or a peer that may have run it fell silent
+    /// after it. Catch-up on gossip starts looking after it; absent from an older peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_through_ms: Option<i64>,
 }
 
 /// The newest finished run of one job on the serving node.
@@ -266,6 +271,7 @@ mod tests {
             running: false,
             next_fire: None,
             last_run: None,
+            settled_through_ms: None,
         }
     }
 

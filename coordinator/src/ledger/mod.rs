@@ -9,6 +9,7 @@ pub mod codec;
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod file;
+pub mod ran;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,6 +203,8 @@ pub struct Ledger {
     generation: Arc<AtomicU64>,
     /// Where every appended record is also sent: the `state.path` file writer, when set.
     sink: Arc<OnceLock<tokio::sync::mpsc::Sender<Record>>>,
+    /// Per job, through which instant it is settled on other nodes ([`ran`]).
+    settled: Arc<Mutex<BTreeMap<String, i64>>>,
 }
 
 /// A handle on a ledger's records that does not keep the ledger alive (for its file writer).

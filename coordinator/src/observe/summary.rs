@@ -1,9 +1,11 @@
 //! The compact per-job run summary a node shows the fleet: policy, schedule, whether a run is
-//! going, the next fire and the newest finished run (GSP-110, inventory §2.13).
+//! going, the next fire, the newest finished run (GSP-110, inventory §2.13), and through which
+//! instant the job is settled as this node knows.
 //!
 //! The gossip manager piggybacks it on `/peer` and `GET /fleet` shows this node's own; both
-//! come from [`RunSummaries`], so a node reports itself exactly as its peers see it. The
-//! summaries are display-only: no decision reads them.
+//! come from [`RunSummaries`], so a node reports itself exactly as its peers see it. No
+//! decision reads them, with one exception: catch-up on gossip ([`crate::catch_up`]) looks for
+//! missed instants only after what the peers say is settled.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -62,7 +64,11 @@ impl RunSummaries {
                 if let Some(ms) = next {
                     next_change = Some(next_change.map_or(ms, |c| c.min(ms)));
                 }
-                let (running, last_run) = ledger.inspect(name, run_state);
+                let (running, last_run, ran_here) = ledger.inspect(name, run_state);
+                let settled_through_ms = match (ran_here, ledger.settled_elsewhere(name)) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
                 JobSummary {
                     name: name.clone(),
                     cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
@@ -72,6 +78,7 @@ impl RunSummaries {
                         .and_then(DateTime::<Utc>::from_timestamp_millis)
                         .map(rfc3339),
                     last_run,
+                    settled_through_ms,
                 }
             })
             .collect();
@@ -81,10 +88,11 @@ impl RunSummaries {
     }
 }
 
-/// Whether a run is going, and the newest finished run, from a job's records.
+/// Whether a run is going, the newest finished run, and the newest instant that ran here (for
+/// catch-up on gossip), from a job's records.
 fn run_state(
     records: &std::collections::VecDeque<crate::ledger::Record>,
-) -> (bool, Option<LastRun>) {
+) -> (bool, Option<LastRun>, Option<i64>) {
     let status = RunStatus::of(records);
     let last = status.last_finished.and_then(|r| match &r.event {
         Event::Finished(end) => Some(LastRun {
@@ -97,7 +105,8 @@ fn run_state(
         }),
         _ => None,
     });
-    (status.running, last)
+    let ran_here = crate::ledger::ran::RanHere::of(records).newest();
+    (status.running, last, ran_here)
 }
 
 /// One summary as `GET /fleet` shows it (camelCase, like `GET /jobs`).
@@ -114,5 +123,9 @@ pub fn to_json(j: &JobSummary) -> Value {
             "succeeded": r.succeeded,
             "durationMs": r.duration_ms,
         })),
+        "settledThrough": j
+            .settled_through_ms
+            .and_then(DateTime::<Utc>::from_timestamp_millis)
+            .map(rfc3339),
     })
 }

@@ -511,6 +511,11 @@ fn gsp_110_fleet_shows_each_peers_runs_and_no_data_for_a_dead_one() {
         peer_job["nextFire"].as_str().unwrap().ends_with('Z'),
         "{peer_job}"
     );
+    // The newest instant the peer ran is what it says is settled (catch-up on gossip).
+    assert!(
+        peer_job["settledThrough"].as_str().unwrap().ends_with('Z'),
+        "{peer_job}"
+    );
 
     // n3 dies: n1 has no data for it, and says so, rather than showing stale runs.
     nodes[2].proc.signal(9);
