@@ -52,7 +52,8 @@ enum Command {
         /// The jobs file (JSON: {"jobs": [...], optional "exempt", "nemesis", "finalHeal"}).
         #[arg(long, value_name = "FILE")]
         jobs: PathBuf,
-        /// A run log in JSON Lines ({"ev":"start"|"end","job","node","runId","t"}); repeatable.
+        /// A run log in JSON Lines ({"ev":"start"|"end","job","node","runId","t"}, a start
+        /// optionally with "scheduledAt", the nominal instant); repeatable.
         #[arg(long = "runs", value_name = "FILE", required = true)]
         runs: Vec<PathBuf>,
         /// The read time in Unix ms (default: now). Targets that could not have finished by

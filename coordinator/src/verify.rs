@@ -9,7 +9,10 @@
 //! - one or more **run logs** in the harness format, JSON Lines, one event per line:
 //!   `{"ev":"start","job":"j1","node":"n1","runId":"…","t":<ms>}` and the matching
 //!   `{"ev":"end",…}`. A job appends both with `O_APPEND` single writes, so concurrent runs on
-//!   one host cannot interleave within a line.
+//!   one host cannot interleave within a line. A start may carry `"scheduledAt":<ms>`, the
+//!   nominal instant (`CRONSTABLE_SCHEDULED_AT`): the run is then judged against that instant
+//!   alone, so a catch-up is matched to the instant it caught up however late it started (up
+//!   to the job's `catchUpWindowMs`).
 //!
 //! Malformed lines are collected as errors naming file and line, never a crash; they make the
 //! verdict `unknown` unless a violation was found anyway.
@@ -66,6 +69,8 @@ struct Event {
     node: String,
     run_id: String,
     t: i64,
+    #[serde(default)]
+    scheduled_at: Option<i64>,
 }
 
 fn read(path: &Path) -> Result<String, VerifyError> {
@@ -101,6 +106,7 @@ pub fn parse_run_log(path: &Path, text: &str, errors: &mut Vec<String>) -> Vec<R
                         start: e.t,
                         end: None,
                         run_id: e.run_id,
+                        scheduled_at: e.scheduled_at,
                     },
                 );
             }
@@ -178,5 +184,20 @@ not json
         assert_eq!((runs[1].start, runs[1].end), (1500, None), "never finished");
         assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(errors[0].starts_with("h1.jsonl:2: "), "{errors:?}");
+        assert_eq!(runs[0].scheduled_at, None);
+    }
+
+    #[test]
+    fn a_start_may_name_its_nominal_instant() {
+        let log = r#"{"ev":"start","job":"j1","node":"n1","runId":"a","t":9000,"scheduledAt":4000}
+{"ev":"end","job":"j1","node":"n1","runId":"a","t":9500}
+"#;
+        let mut errors = Vec::new();
+        let runs = parse_run_log(Path::new("h1.jsonl"), log, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            (runs[0].start, runs[0].end, runs[0].scheduled_at),
+            (9000, Some(9500), Some(4000))
+        );
     }
 }

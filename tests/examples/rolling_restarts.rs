@@ -5,7 +5,9 @@
 //! stopped, coordinator and shim, alternately with SIGTERM and SIGKILL, and started again at
 //! once on the same config and ports, as a deploy that goes wrong half of the time does. From
 //! the file, never from the system under test: the nominal instants of the measured window that
-//! no node ran (missed), those run more than once (doubled), and how many ran as catch-ups.
+//! no node ran (missed), those run more than once (doubled), and how many ran as catch-ups. The
+//! same runs, logged in the harness format with the nominal instant each ran for, are judged
+//! again by `cronstable verify`, whose table follows.
 //!
 //! On gossip (three coordinators over mTLS on loopback, interval 1 s) nothing is claimed and
 //! nothing caught up: the figures there are what a rolling restart costs without.
@@ -17,7 +19,7 @@
 #![allow(clippy::disallowed_types)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cronstable_tests::etcd::Etcd;
@@ -28,11 +30,42 @@ use cronstable_tests::{Coordinator, PATIENCE, Proc, now_ms, recorder, start_shim
 /// Nominal instant (Unix s) → (runs, of which catch-ups), per job.
 type Seen = BTreeMap<String, BTreeMap<i64, (usize, usize)>>;
 
-fn crontab(dir: &Path, catch_up: bool) -> (std::path::PathBuf, std::path::PathBuf) {
+/// The jobs' command: a start event in the harness run log (with the nominal instant, so
+/// `cronstable verify` judges a catch-up by the instant it caught up), the one-line record, and
+/// the end event. Returns (the script, the one-line file, the run log).
+fn job_script(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let (recorder, out) = recorder(
         dir,
         "$CRONSTABLE_JOB $CRONSTABLE_NODE $CRONSTABLE_SCHEDULED_AT ${CRONSTABLE_CATCH_UP:-0}",
     );
+    let log = dir.join("runlog.jsonl");
+    let script = dir.join("job.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh
+             at=$(date -d \"$CRONSTABLE_SCHEDULED_AT\" +%s%3N)
+             id=\"$CRONSTABLE_FIRING_ID-$CRONSTABLE_NODE-$$\"
+             ev() {{ echo \"{{\\\"ev\\\":\\\"$1\\\",\\\"job\\\":\\\"$CRONSTABLE_JOB\\\",\\\"node\\\":\\\"$CRONSTABLE_NODE\\\",\\\"runId\\\":\\\"$id\\\",\\\"t\\\":$(date +%s%3N),\\\"scheduledAt\\\":$at}}\" >> {log}; }}
+             ev start
+             {recorder}
+             ev end
+",
+            log = log.display(),
+            recorder = recorder.display(),
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&script)
+        .status()
+        .unwrap();
+    (script, out, log)
+}
+
+fn crontab(dir: &Path, catch_up: bool) -> (PathBuf, PathBuf, PathBuf) {
+    let (script, out, log) = job_script(dir);
     let (second, minute) = if catch_up {
         (
             " catchUp=all catchUpWindow=10s startingDeadline=5s",
@@ -49,11 +82,63 @@ fn crontab(dir: &Path, catch_up: bool) -> (std::path::PathBuf, std::path::PathBu
              * * * * * * {r}\n\
              # cronstable: name=minute clusterPolicy=Leader{minute}\n\
              * * * * * {r}\n",
-            r = recorder.display()
+            r = script.display()
         ),
     )
     .unwrap();
-    (tab, out)
+    (tab, out, log)
+}
+
+/// `cronstable verify` over the run log's runs of the instants `from..=to` (Unix s): the jobs
+/// file names each job's instants, ε 1 s, and its catch-up window. Returns the report.
+fn verify(dir: &Path, log: &Path, from: i64, to: i64, catch_up: bool) -> serde_json::Value {
+    let jobs: Vec<serde_json::Value> = [("tick", 1, 10_000), ("minute", 60, 300_000)]
+        .iter()
+        .map(|&(name, step, window)| {
+            let first = (from + step - 1) / step * step;
+            serde_json::json!({
+                "name": name,
+                "start": first * 1000,
+                "count": (to - first) / step + 1,
+                "intervalMs": step * 1000,
+                "epsilonMs": 1000,
+                "durationMs": 100,
+                "policy": "Leader",
+                "ack": {"state": "acked", "at": 0},
+                "catchUpWindowMs": if catch_up { window } else { 0 },
+            })
+        })
+        .collect();
+    let jobs_file = dir.join("jobs.json");
+    std::fs::write(&jobs_file, serde_json::json!({ "jobs": jobs }).to_string()).unwrap();
+    // Only the measured instants: a run of an instant before `from` would be a stray.
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let measured: String = text
+        .lines()
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v["scheduledAt"].as_i64())
+                .is_some_and(|at| (from * 1000..=to * 1000).contains(&at))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let runs_file = dir.join("measured.jsonl");
+    std::fs::write(&runs_file, measured).unwrap();
+    let out = std::process::Command::new(cronstable_tests::binary("cronstable"))
+        .arg("verify")
+        .arg("--jobs")
+        .arg(&jobs_file)
+        .arg("--runs")
+        .arg(&runs_file)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "cronstable verify: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 fn seen(path: &Path) -> Seen {
@@ -102,7 +187,7 @@ fn main() {
     let backend = args.next().unwrap_or_else(|| "filesystem".to_owned());
     let catch_up = args.next().as_deref() != Some("plain");
     let dir = tempfile::tempdir().unwrap();
-    let (tab, out) = crontab(dir.path(), catch_up);
+    let (tab, out, log) = crontab(dir.path(), catch_up);
     let etcd = (backend == "etcd").then(Etcd::start);
     let mut nodes: Vec<Coordinator> = if backend == "gossip" {
         let plan = ClusterPlan::new(3, 79);
@@ -157,4 +242,25 @@ fn main() {
         let (n, missed, doubled, caught) = judge(&seen, job, from, to, step);
         println!("| {job} | {n} | {missed} | {doubled} | {caught} |");
     }
+    let report = verify(dir.path(), &log, from, to, catch_up);
+    println!("cronstable verify, runs judged by the nominal instant each names:");
+    println!("| job | targets | met | missed | double runs | stray |");
+    println!("|---|---|---|---|---|---|");
+    for job in ["tick", "minute"] {
+        let r = &report["jobs"][job];
+        let targets = r["targets"].as_array().map_or(0, Vec::len);
+        let met = r["targets"]
+            .as_array()
+            .map_or(0, |t| t.iter().filter(|t| t["status"] == "met").count());
+        println!(
+            "| {job} | {targets} | {met} | {} | {} | {} |",
+            r["missed"].as_array().map_or(0, Vec::len),
+            r["doubleRuns"],
+            r["stray"].as_array().map_or(0, Vec::len),
+        );
+    }
+    println!(
+        "verdicts: {}; valid: {}",
+        report["verdicts"], report["valid"]
+    );
 }

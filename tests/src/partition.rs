@@ -585,6 +585,7 @@ impl Bench {
                     } else {
                         vec![]
                     },
+                    catch_up_window_ms: 0,
                 }
             })
             .collect();

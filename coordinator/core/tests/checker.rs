@@ -24,6 +24,7 @@ fn job(name: &str, start: i64, count: u32, interval_s: i64, eps_s: i64, dur_s: i
         policy: ClusterPolicy::PreferLeader,
         ack: Ack::Acked { at: start - 10 * S },
         nodes: vec![],
+        catch_up_window_ms: 0,
     }
 }
 
@@ -34,6 +35,7 @@ fn run(job: &str, node: &str, start: i64, end: Option<i64>) -> Run {
         start,
         end,
         run_id: format!("{node}-{start}"),
+        scheduled_at: None,
     }
 }
 
@@ -706,4 +708,59 @@ proptest! {
         let b = check(&input(vec![j], runs, Y2K + 600 * S, Y2K));
         prop_assert_eq!(a, b);
     }
+}
+
+fn named(job: &str, node: &str, at: i64, start: i64) -> Run {
+    Run {
+        scheduled_at: Some(at),
+        ..run(job, node, start, Some(start + 100))
+    }
+}
+
+/// A per-second Leader job: with ε + F far wider than the interval, start times cannot say
+/// which instant a run was for; runs that name their instant are judged by it exactly, a
+/// catch-up as late as the job's window allows meets its own instant, and one instant run on
+/// two nodes is a double run.
+#[test]
+fn runs_that_name_their_instant_are_judged_by_it_catch_ups_included() {
+    let mut j = job("tick", Y2K, 6, 1, 0, 0);
+    j.policy = ClusterPolicy::Leader;
+    j.catch_up_window_ms = 10 * S;
+    let at = |k: i64| Y2K + k * S;
+    let runs = vec![
+        named("tick", "n1", at(0), at(0) + 20),
+        named("tick", "n1", at(1), at(1) + 20),
+        // 2 caught up 9 s late on another node; 3 never ran.
+        named("tick", "n2", at(2), at(2) + 9 * S),
+        named("tick", "n2", at(4), at(4) + 15),
+        named("tick", "n3", at(4), at(4) + 30),
+        named("tick", "n2", at(5), at(5) + 10),
+        // Past ε + F + the window: a stray, not a run of instant 5.
+        named("tick", "n3", at(5), at(5) + 16 * S),
+    ];
+    let report = check(&input(vec![j], runs, Y2K + 60 * S, Y2K));
+    let r = &report.jobs["tick"];
+    let status: Vec<_> = r.targets.iter().map(|t| t.status).collect();
+    use TargetStatus::*;
+    assert_eq!(status, [Met, Met, Met, Missed, Met, Met], "{r:#?}");
+    assert_eq!(r.double_runs, 1, "instant 4 ran on n2 and n3");
+    assert_eq!(r.duplicates.len(), 1);
+    assert_eq!(r.stray.len(), 1, "the run 21 s after its instant");
+    assert_eq!(report.verdicts.at_most_once, Validity::Invalid);
+}
+
+/// Without the names the same start times are matched by window: a late catch-up meets
+/// nothing of its own and the double run hides among neighbouring windows.
+#[test]
+fn loose_runs_are_still_matched_by_start_time() {
+    let mut j = job("tick", Y2K, 3, 60, 1, 0);
+    j.policy = ClusterPolicy::Leader;
+    let runs = vec![
+        run("tick", "n1", Y2K + 100, Some(Y2K + 200)),
+        run("tick", "n1", Y2K + 60 * S + 100, Some(Y2K + 60 * S + 200)),
+        named("tick", "n2", Y2K + 120 * S, Y2K + 120 * S + 50),
+    ];
+    let report = check(&input(vec![j], runs, Y2K + 600 * S, Y2K));
+    assert_eq!(report.summary.met, 3, "{report:#?}");
+    assert_eq!(report.verdicts.at_most_once, Validity::Valid);
 }

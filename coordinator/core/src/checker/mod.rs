@@ -4,7 +4,10 @@
 //! Input is a job set with each job's acknowledgement, the runs the hosts logged, the read time,
 //! the nemesis periods and the documented exemption windows. Each job's firings expand into
 //! target windows `[t, t + ε + F]` (F, the forgiveness, is 5 s); runs are matched to targets
-//! exactly ([`matching`]); unmatched runs are classified as duplicates, unrequired or strays;
+//! exactly ([`matching`]), except that a run whose log names its nominal instant
+//! (`scheduledAt`) meets that instant's target alone, even started up to the job's
+//! `catchUpWindowMs` late (a catch-up); unmatched runs are classified as duplicates, unrequired
+//! or strays;
 //! and each job gets the verdicts its policy promises:
 //!
 //! - **at-least-once** (PreferLeader, EveryNode per node): every required target outside the
@@ -51,6 +54,7 @@ use crate::job::ClusterPolicy;
 /// The epsilon-forgiveness added to every window, in ms.
 pub const FORGIVENESS_MS: i64 = 5_000;
 
+#[derive(Clone)]
 struct Target {
     index: u32,
     node: Option<String>,
@@ -130,6 +134,62 @@ fn assign(targets: &[Target], runs: &[&Run]) -> (Vec<Option<usize>>, &'static st
     (out, algorithm)
 }
 
+/// How a run relates to a job's targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// It does not name its instant: matched by its start time.
+    Loose,
+    /// It names the instant of target `k` and started within ε, the forgiveness and the
+    /// job's catch-up window of it.
+    Named(usize),
+    /// It names an instant the job does not have, or started too long after it: a stray.
+    Misfit,
+}
+
+fn fit(job: &CheckJob, run: &Run) -> Fit {
+    let Some(at) = run.scheduled_at else {
+        return Fit::Loose;
+    };
+    let offset = at - job.start;
+    let on_grid = job.interval_ms > 0 && offset >= 0 && offset % job.interval_ms == 0;
+    let k = offset.checked_div(job.interval_ms).unwrap_or(-1);
+    let allowed = job.epsilon_ms + FORGIVENESS_MS + job.catch_up_window_ms;
+    if on_grid && k < i64::from(job.count) && run.start - at <= allowed {
+        usize::try_from(k).map_or(Fit::Misfit, Fit::Named)
+    } else {
+        Fit::Misfit
+    }
+}
+
+/// Matches one group's targets to its completed runs (sorted by start): a run that names its
+/// instant meets that target (the earliest such run); the loose runs are matched by start time
+/// ([`assign`]) to the targets left open.
+fn assign_group(
+    targets: &[Target],
+    complete: &[&Run],
+    fits: &[Fit],
+) -> (Vec<Option<usize>>, &'static str) {
+    let mut out = vec![None; targets.len()];
+    for (r, f) in fits.iter().enumerate() {
+        if let Fit::Named(k) = *f
+            && out[k].is_none()
+        {
+            out[k] = Some(r);
+        }
+    }
+    let loose: Vec<usize> = (0..complete.len())
+        .filter(|&r| fits[r] == Fit::Loose)
+        .collect();
+    let open: Vec<usize> = (0..targets.len()).filter(|&k| out[k].is_none()).collect();
+    let open_targets: Vec<Target> = open.iter().map(|&k| targets[k].clone()).collect();
+    let loose_runs: Vec<&Run> = loose.iter().map(|&r| complete[r]).collect();
+    let (matched, algorithm) = assign(&open_targets, &loose_runs);
+    for (k, m) in open.iter().zip(matched) {
+        out[*k] = m.map(|j| loose[j]);
+    }
+    (out, algorithm)
+}
+
 fn inside(w: matching::Window, t: i64) -> bool {
     w.0 <= t && t <= w.1
 }
@@ -203,20 +263,26 @@ fn check_job(
                 .map(|r| RunRef::from(*r)),
         );
         let targets = expand(job, input, node);
-        let (assigned, algorithm) = assign(&targets, &complete);
+        let fits: Vec<Fit> = complete.iter().map(|r| fit(job, r)).collect();
+        let (assigned, algorithm) = assign_group(&targets, &complete, &fits);
         if algorithm == "greedy" {
             report.algorithm = "greedy";
         }
         let mut matched = vec![false; complete.len()];
         assigned.iter().flatten().for_each(|&r| matched[r] = true);
         for (r, run) in complete.iter().enumerate().filter(|(r, _)| !matched[*r]) {
-            let in_judged = targets
-                .iter()
-                .any(|t| t.required && inside(t.window, run.start));
-            let in_unrequired = targets
-                .iter()
-                .any(|t| !t.required && inside(t.window, run.start));
-            let _ = r;
+            let (in_judged, in_unrequired) = match fits[r] {
+                Fit::Loose => (
+                    targets
+                        .iter()
+                        .any(|t| t.required && inside(t.window, run.start)),
+                    targets
+                        .iter()
+                        .any(|t| !t.required && inside(t.window, run.start)),
+                ),
+                Fit::Named(k) => (targets[k].required, !targets[k].required),
+                Fit::Misfit => (false, false),
+            };
             if in_judged {
                 report.duplicates.push(RunRef::from(*run));
             } else if in_unrequired {
@@ -225,8 +291,15 @@ fn check_job(
                 report.stray.push(RunRef::from(*run));
             }
         }
-        for (t, m) in targets.iter().zip(&assigned) {
-            let started = mine.iter().filter(|r| inside(t.window, r.start)).count();
+        for (k, (t, m)) in targets.iter().zip(&assigned).enumerate() {
+            let started = mine
+                .iter()
+                .filter(|r| match fit(job, r) {
+                    Fit::Loose => inside(t.window, r.start),
+                    Fit::Named(n) => n == k,
+                    Fit::Misfit => false,
+                })
+                .count();
             if job.policy == ClusterPolicy::Leader && started > 1 {
                 if t.exempt.is_some() {
                     report.exempt_double_runs += started - 1;

@@ -46,6 +46,14 @@ pub struct CheckJob {
     /// EveryNode only: the nodes expected to run each firing.
     #[serde(default)]
     pub nodes: Vec<String>,
+    /// How late after its nominal instant a run that names that instant (a catch-up) may
+    /// still start, ms, beyond ε and the forgiveness; 0 when the job does not catch up.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub catch_up_window_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// One run from a host's log.
@@ -62,6 +70,11 @@ pub struct Run {
     pub end: Option<i64>,
     /// An id from the log, for tie-breaks and reports.
     pub run_id: String,
+    /// The nominal instant the run was for, when the log says (`scheduledAt`, Unix ms). Such
+    /// a run is judged against that instant alone, however late it started (a catch-up), and
+    /// never meets another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<i64>,
 }
 
 /// A period shown on the timeline (a partition, a kill, a store outage).
