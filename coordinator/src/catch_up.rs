@@ -20,13 +20,14 @@
 //!   ago that wins the lease at once, a cluster whose every coordinator restarted), or, when the
 //!   claims hold none, after the moment it first saw the job (an instant from before the job
 //!   existed is nobody's miss).
-//! - **gossip**, best effort: nothing is claimed. A node that comes to own a job looks after
-//!   the newest instant that ran here or that its peers said was settled ([`peers`]); after
-//!   that, an instant is "nobody ran it" when this node's ledger has no RUN for it. A peer that
-//!   fell silent settles everything before the moment it was found silent, so an instant it may
-//!   have run in its last moments is lost rather than run twice; a leader cut off by a
-//!   partition that still runs an instant inside gossip's documented double-run window can
-//!   meet a catch-up of the same instant on the new leader.
+//! - **gossip**, best effort: nothing is claimed. An instant is "nobody ran it" when this
+//!   node's ledger has no RUN for it and no peer says it ran it or may have ([`peers`]: each
+//!   peer's report names the newest instant it answered RUN for; a peer first heard, restarted
+//!   or fallen silent settles everything before the moment that was noticed). An instant is
+//!   looked at only once every answering peer has reported after it, over the whole window
+//!   but never before this node first knew the job. A leader cut off by a partition that
+//!   still runs an instant inside gossip's documented double-run window can meet a catch-up
+//!   of that instant on the new leader.
 //! - **kubernetes** keeps no claims and exchanges no summaries: the task does nothing there
 //!   (registration warns).
 
@@ -123,15 +124,16 @@ pub async fn run(state: CoordinatorState, shutdown: impl std::future::Future<Out
 enum Knowledge {
     /// A lease store's claims of the pass's span, by job.
     Claims(Claimed),
-    /// Gossip: this node's ledger and what its peers said was settled ([`peers`]).
-    Peers,
+    /// Gossip: this node's ledger and what its peers said ([`peers`]); every answering peer
+    /// has reported after the instants up to `known_until_ms`.
+    Peers { known_until_ms: i64 },
 }
 
 /// One pass at `now` (see the module docs).
 pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
     let store = state.records_store();
     let peers = match (&store, state.view.borrow().status.as_ref()) {
-        (None, ClusterStatus::Gossip(g)) => Some(g.peers.clone()),
+        (None, ClusterStatus::Gossip(g)) => Some((g.peers.clone(), g.interval)),
         _ => None,
     };
     if store.is_none() && peers.is_none() {
@@ -142,21 +144,24 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
     memory
         .jobs
         .retain(|name, _| set.get(name).is_some_and(|j| j.spec.catch_up.is_some()));
-    if let Some(rows) = &peers {
+    let known_until_ms = peers.map(|(rows, interval)| {
         let jobs = set
             .jobs
             .values()
             .filter(|j| j.spec.catch_up.is_some())
             .map(|j| j.spec.name.as_str());
-        memory.heard.fold(rows, jobs, &state.ledger, now.unix_ms);
-    }
+        memory
+            .heard
+            .fold(&rows, interval, jobs, &state.ledger, now.unix_ms)
+    });
     let lookback = retention(set.jobs.values().map(|j| &j.spec));
     let owned = owned_jobs(state, memory, &set, now);
     if owned.is_empty() {
         return;
     }
-    let knowledge = match store {
-        Some(store) => {
+    let knowledge = match (store, known_until_ms) {
+        (_, Some(known_until_ms)) => Knowledge::Peers { known_until_ms },
+        (Some(store), None) => {
             let from = owned
                 .iter()
                 .filter_map(|(name, _)| memory.jobs.get(name))
@@ -168,7 +173,7 @@ pub async fn pass(state: &CoordinatorState, memory: &mut CatchUps, now: Now) {
                 None => return,
             }
         }
-        None => Knowledge::Peers,
+        (None, None) => return,
     };
     for (name, executor) in owned {
         if let Some(tracked) = memory.jobs.get_mut(&name) {
@@ -224,18 +229,30 @@ fn judge(
     now: Now,
     lookback: Duration,
 ) {
-    let claims = match knowledge {
-        Knowledge::Claims(claimed) => claimed.get(name),
-        Knowledge::Peers => None,
+    let (claims, gossip) = match knowledge {
+        Knowledge::Claims(claimed) => (claimed.get(name), None),
+        Knowledge::Peers { known_until_ms } => (
+            None,
+            Some((
+                state.ledger.ran_here(name),
+                state.ledger.settled_elsewhere(name),
+                *known_until_ms,
+            )),
+        ),
     };
-    let ran_here = matches!(knowledge, Knowledge::Peers).then(|| state.ledger.ran_here(name));
+    let window = tracked.written.2.window;
     if !tracked.tracker.is_anchored() {
         let since = tracked.owned_since.unwrap_or(now.unix_ms);
-        let before = match &ran_here {
-            Some(ran) => settled_before(ran, state.ledger.settled_elsewhere(name), since),
+        let before = match gossip {
+            // Gossip: the whole window, judged pass by pass on what is known then, but
+            // nothing from before this node knew the job.
+            Some(_) => {
+                let floor =
+                    (now.unix_ms - window.as_millis() as i64).max(tracked.tracker.known_since_ms());
+                Some((floor, floor))
+            }
             None => claims_before(claims, since),
         };
-        let window = tracked.written.2.window;
         let from = tracked.tracker.anchor(before, now.unix_ms, window);
         tracing::info!(
             job = name,
@@ -248,11 +265,18 @@ fn judge(
     // still going) was not missed: the job said to skip it, so it is settled like a claimed one.
     // Read from the ledger only when an unclaimed instant is in question.
     let forbidden = std::cell::OnceCell::new();
+    // On gossip an instant is looked at only once every answering peer has reported after it.
+    let step_at = match &gossip {
+        Some((_, _, known_until)) => now.unix_ms.min(known_until + GRACE.as_millis() as i64),
+        None => now.unix_ms,
+    };
     let step = tracked
         .tracker
-        .step(&tracked.schedule, &policy, now.unix_ms, lookback, |at| {
+        .step(&tracked.schedule, &policy, step_at, lookback, |at| {
             claims.is_some_and(|c| c.contains(&at))
-                || ran_here.as_ref().is_some_and(|r| r.settled(at))
+                || gossip.as_ref().is_some_and(|(ran, elsewhere, _)| {
+                    ran.settled(at) || elsewhere.is_some_and(|e| at <= e)
+                })
                 || forbidden
                     .get_or_init(|| skipped_by_forbid(state, name))
                     .contains(&at)
@@ -318,20 +342,6 @@ fn skipped_by_forbid(state: &CoordinatorState, job: &str) -> BTreeSet<i64> {
 /// as the anchor would skip the gap before it. A claim of the previous owner inside this margin
 /// only makes the look start a little earlier, over instants that are claimed anyway.
 const ANCHOR_MARGIN_MS: i64 = 1_000;
-
-/// On gossip, where the look starts when this node comes to own a job at `owner_since`: after
-/// the newest instant that ran here before then (less [`ANCHOR_MARGIN_MS`]) or that the peers
-/// said was settled, whichever is later. Everything before it is settled, so it is both the
-/// oldest and the newest "claim".
-fn settled_before(
-    ran_here: &crate::ledger::ran::RanHere,
-    elsewhere: Option<i64>,
-    owner_since: i64,
-) -> Option<(i64, i64)> {
-    let here = ran_here.newest_before(owner_since - ANCHOR_MARGIN_MS);
-    let settled = here.into_iter().chain(elsewhere).max()?;
-    Some((settled, settled))
-}
 
 /// The oldest and the newest of a job's `claimed` instants before `owner_since` (less
 /// [`ANCHOR_MARGIN_MS`]): the job's first run the store remembers, and where the previous owner

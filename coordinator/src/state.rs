@@ -151,6 +151,8 @@ pub struct CoordinatorState {
     live: watch::Receiver<Arc<LiveHandles>>,
     watchers: Arc<Mutex<HashMap<String, mpsc::Sender<Instruction>>>>,
     next_request: Arc<AtomicU64>,
+    /// Serialises gossip's stand-in for a firing claim (a ledger check, then the record).
+    gossip_answers: Arc<tokio::sync::Mutex<()>>,
     /// The election stamps this process hands its executors (cronstable_core::mode).
     stamps: Arc<Mutex<Stamps>>,
     /// When this coordinator started, its instance id and restart count.
@@ -177,6 +179,7 @@ impl CoordinatorState {
             live: fixed(LiveHandles::default()),
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
+            gossip_answers: Arc::default(),
             stamps: Arc::new(Mutex::new(Stamps::new(
                 ElectionMode::Unknown,
                 crate::clock::now_ms(),
@@ -331,6 +334,9 @@ impl CoordinatorState {
         let set = self.registry.current();
         let gated = crate::gate::gate(&self.view.borrow(), &set, firing, now)?;
         let mut answer = gated.answer;
+        // On gossip the ledger stands in for a firing's claim: its check and the record of the
+        // answer must not interleave with another question's, held until the record is made.
+        let mut _answering = None;
         for effect in gated.effects {
             match effect {
                 Effect::MarkPace { executor_id } => {
@@ -348,7 +354,10 @@ impl CoordinatorState {
                     Some(store) => {
                         answer = self.claim_first(&store, &set, firing, answer, now).await;
                     }
-                    None if self.on_gossip() => answer = self.ran_here_first(firing, answer),
+                    None if self.on_gossip() => {
+                        _answering = Some(self.gossip_answers.lock().await);
+                        answer = self.ran_here_first(firing, answer);
+                    }
                     None if firing.kind == FiringKind::CatchUp => {
                         answer = Answer {
                             decision: Decision::skip(cronstable_core::Reason::NotCaughtUp),

@@ -81,6 +81,10 @@ pub struct GossipStatus {
     pub candidates_truncated: usize,
     /// This node sees a quorum of agreeing members.
     pub quorate: bool,
+    /// `cluster.interval`: how old a peer's report can be when it is polled. Not part of
+    /// `GET /cluster`.
+    #[serde(skip)]
+    pub interval: std::time::Duration,
     /// The quorum-gated leader; null when not quorate and always null under spread.
     pub leader: Option<String>,
     /// This node is the leader; always false under spread.
@@ -120,6 +124,11 @@ pub struct PeerRow {
     /// is overdue): it counts toward quorum but leads nothing. Absent when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub standing_down: bool,
+    /// The process instance the peer reported at its last successful poll; null while
+    /// unreachable. Not part of `GET /cluster` (catch-up on gossip notices a restarted peer by
+    /// it).
+    #[serde(skip)]
+    pub instance_id: Option<String>,
     /// The peer's display-only run summary from its last successful poll, for `GET /fleet`;
     /// `None` is "no data for that node". Not part of `GET /cluster`.
     #[serde(skip)]

@@ -10,7 +10,8 @@
 //! again by `cronstable verify`, whose table follows.
 //!
 //! On gossip (three coordinators over mTLS on loopback, interval 1 s) nothing is claimed and
-//! nothing caught up: the figures there are what a rolling restart costs without.
+//! catch-up is best effort: what a stopped leader may have run in its last moments is taken as
+//! run, so there the figures are close to those without.
 //!
 //! Run: `cargo run --release -p cronstable-tests --example rolling_restarts -- [MINUTES]
 //! [filesystem|etcd|gossip] [catch-up|plain]` (30 minutes, filesystem, catch-up by default).

@@ -291,6 +291,11 @@ impl Tracker {
         }
     }
 
+    /// When this node first knew the job (Unix ms).
+    pub fn known_since_ms(&self) -> i64 {
+        self.known_since_ms
+    }
+
     /// The instants still waiting to run (for `/jobs` and tests).
     pub fn pending(&self) -> impl Iterator<Item = i64> + '_ {
         self.pending.keys().copied()

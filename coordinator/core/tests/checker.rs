@@ -735,17 +735,24 @@ fn runs_that_name_their_instant_are_judged_by_it_catch_ups_included() {
         named("tick", "n2", at(4), at(4) + 15),
         named("tick", "n3", at(4), at(4) + 30),
         named("tick", "n2", at(5), at(5) + 10),
-        // Past ε + F + the window: a stray, not a run of instant 5.
+        // Past ε + F + the window: a stray that meets nothing, but a second start of
+        // instant 5 all the same.
         named("tick", "n3", at(5), at(5) + 16 * S),
+        // An instant the job does not have.
+        named("tick", "n1", at(0) + 500, at(0) + 600),
     ];
     let report = check(&input(vec![j], runs, Y2K + 60 * S, Y2K));
     let r = &report.jobs["tick"];
     let status: Vec<_> = r.targets.iter().map(|t| t.status).collect();
     use TargetStatus::*;
     assert_eq!(status, [Met, Met, Met, Missed, Met, Met], "{r:#?}");
-    assert_eq!(r.double_runs, 1, "instant 4 ran on n2 and n3");
+    assert_eq!(r.double_runs, 2, "instants 4 and 5 each started twice");
     assert_eq!(r.duplicates.len(), 1);
-    assert_eq!(r.stray.len(), 1, "the run 21 s after its instant");
+    assert_eq!(
+        r.stray.len(),
+        2,
+        "the run 16 s after its instant, and the off-grid one"
+    );
     assert_eq!(report.verdicts.at_most_once, Validity::Invalid);
 }
 
@@ -763,4 +770,28 @@ fn loose_runs_are_still_matched_by_start_time() {
     let report = check(&input(vec![j], runs, Y2K + 600 * S, Y2K));
     assert_eq!(report.summary.met, 3, "{report:#?}");
     assert_eq!(report.verdicts.at_most_once, Validity::Valid);
+}
+
+/// A one-shot (one firing, no interval) named by its instant meets its target; a named run
+/// of a target that is not required yet is reported as unrequired, not as meeting it.
+#[test]
+fn a_named_one_shot_meets_its_target_and_an_unrequired_one_is_not_met() {
+    let mut j = job("once", Y2K, 1, 0, 10, 0);
+    j.policy = ClusterPolicy::Leader;
+    let report = check(&input(
+        vec![j.clone()],
+        vec![named("once", "n1", Y2K, Y2K + 200)],
+        Y2K + 60 * S,
+        Y2K,
+    ));
+    assert_eq!(report.jobs["once"].targets[0].status, TargetStatus::Met);
+    let early = check(&input(
+        vec![j],
+        vec![named("once", "n1", Y2K, Y2K + 200)],
+        Y2K + 2 * S,
+        Y2K,
+    ));
+    let r = &early.jobs["once"];
+    assert_eq!(r.targets[0].status, TargetStatus::Unrequired);
+    assert_eq!(r.unrequired.len(), 1);
 }

@@ -1,74 +1,135 @@
 //! What catch-up on gossip knows of the other nodes' runs: no store holds per-firing claims,
-//! so each node says in its run summary through which instant each job is settled as far as
-//! it knows (`settled_through_ms` on `/peer`), and every node folds what it hears into its own
-//! ledger ([`crate::ledger::Ledger::settle_elsewhere`]), which its own summary passes on. A
-//! node that comes to own a job then looks for missed instants only after that.
+//! so each node names in its run summary the newest instant of each job it answered RUN for
+//! (`last_run_scheduled_at_ms` on `/peer`), and every node folds what it hears from each peer
+//! directly into its own ledger ([`crate::ledger::Ledger::settle_elsewhere`]). Only first-hand
+//! reports count: a node that passed on what it heard would echo this node's own runs back,
+//! which would settle a gap this node has yet to catch up.
 //!
-//! A peer's summary is at most one poll old, so the last moments of a peer that stopped
-//! answering are unknown: it may have run an instant after its last summary. Such a peer
-//! settles every job through the pass that first found it silent, so catch-up never offers an
-//! instant a silent peer may have run (it may lose one instead). A peer never heard in this
-//! process's life settles nothing: what it ran, the peers that did hear it pass on.
+//! The rules keep a catch-up from repeating what another node may have run:
+//!
+//! - a peer's report settles what it says ran, whenever it arrives;
+//! - a peer whose past this node cannot know settles every catch-up job through the moment it
+//!   was noticed: one heard for the first time in this process's life (its previous process
+//!   may have run instants it no longer remembers), one that comes back as a new process, and
+//!   one that stops answering (it may have run an instant after its last report). Catch-up on
+//!   gossip therefore recovers instants only while the coordinators stay up and answering;
+//! - an instant is looked at only once every answering peer has reported after it: a report
+//!   can be a round old when it is polled, so the poll must come at least an interval after the
+//!   instant ([`Heard::fold`] returns how far that reaches).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::ledger::Ledger;
 use crate::status::PeerRow;
 
-/// Whether each peer (by configured address) answered at the last pass.
+/// What a report's age is allowed beyond one interval: the time between a RUN answer and the
+/// start that refreshes the summary.
+const REPORT_SLACK: Duration = Duration::from_millis(500);
+
+/// What the last pass saw of one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    answering: bool,
+    instance: Option<String>,
+}
+
+/// What this node saw of each peer (by configured address) at the last pass.
 #[derive(Debug, Default)]
 pub(super) struct Heard {
-    answered: HashMap<String, bool>,
+    peers: HashMap<String, Seen>,
 }
 
 impl Heard {
-    /// Folds one look at the peers into `ledger`, for the catch-up jobs `jobs`, at `now_ms`.
+    /// Folds one look at the peers (`interval` apart) into `ledger`, for the catch-up jobs
+    /// `jobs`, at `now_ms`. Returns the newest instant every answering peer has reported after.
     pub(super) fn fold<'j>(
         &mut self,
         rows: &[PeerRow],
+        interval: Duration,
         jobs: impl Iterator<Item = &'j str> + Clone,
         ledger: &Ledger,
         now_ms: i64,
-    ) {
+    ) -> i64 {
+        let mut known_until = now_ms;
         for row in rows.iter().filter(|r| r.status != "self") {
-            let answered = !matches!(row.status.as_str(), "unreachable" | "untrusted" | "pending");
-            let summary = row.jobs.as_deref().filter(|_| answered);
-            match summary {
-                Some(summary) => {
-                    for s in summary {
-                        let wanted = jobs.clone().any(|j| j == s.name);
-                        if let (true, Some(at)) = (wanted, s.settled_through_ms) {
-                            ledger.settle_elsewhere(&s.name, at);
-                        }
-                    }
+            let ok = !matches!(row.status.as_str(), "unreachable" | "untrusted" | "pending");
+            let summary = row.jobs.as_deref().filter(|_| ok);
+            let seen = Seen {
+                answering: summary.is_some(),
+                instance: row.instance_id.clone().filter(|_| summary.is_some()),
+            };
+            let news = match self.peers.get(&row.host) {
+                None => Some("first heard"),
+                Some(before) if before.answering && !seen.answering => Some("fell silent"),
+                Some(before)
+                    if seen.answering
+                        && before.instance.is_some()
+                        && before.instance != seen.instance =>
+                {
+                    Some("restarted")
                 }
-                None if self.answered.get(&row.host) == Some(&true) => {
-                    tracing::info!(
-                        peer = row.host,
-                        settled_through_ms = now_ms,
-                        "catch-up: a peer fell silent; what it may have run before now is \
-                         not caught up"
-                    );
-                    for job in jobs.clone() {
-                        ledger.settle_elsewhere(job, now_ms);
-                    }
+                Some(_) => None,
+            };
+            if let Some(what) = news {
+                tracing::debug!(
+                    peer = row.host,
+                    what,
+                    settled_through_ms = now_ms,
+                    "catch-up: what this peer may have run before now is not caught up"
+                );
+                for job in jobs.clone() {
+                    ledger.settle_elsewhere(job, now_ms);
                 }
-                None => {}
             }
-            self.answered.insert(row.host.clone(), summary.is_some());
+            if let Some(summary) = summary {
+                for s in summary {
+                    let wanted = jobs.clone().any(|j| j == s.name);
+                    if let (true, Some(at)) = (wanted, s.last_run_scheduled_at_ms) {
+                        ledger.settle_elsewhere(&s.name, at.min(now_ms));
+                    }
+                }
+                let polled = row
+                    .last_seen
+                    .as_deref()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                    .map_or(i64::MIN, |t| t.timestamp_millis());
+                let age = i64::try_from((interval + REPORT_SLACK).as_millis()).unwrap_or(i64::MAX);
+                known_until = known_until.min(polled.saturating_sub(age));
+            }
+            if seen.answering || !self.peers.contains_key(&row.host) {
+                self.peers.insert(row.host.clone(), seen);
+            } else if let Some(before) = self.peers.get_mut(&row.host) {
+                // Silent now: keep the instance it had, so a new process is noticed when it
+                // answers again.
+                before.answering = false;
+            }
         }
+        known_until
     }
 }
 
-/// A peer row as the gossip manager shows it, for tests: a summary of job `tick` (settled
-/// through `settled`) when `status` is `agreed`, none otherwise.
+/// A peer row as the gossip manager shows it, for tests: process `instance`, last polled at
+/// `polled_ms`, with a summary of job `tick` (newest RUN `ran`) when `status` is `agreed`,
+/// none otherwise.
 #[cfg(test)]
-pub(super) fn peer_row(host: &str, status: &str, settled: Option<i64>) -> PeerRow {
+pub(super) fn peer_row(
+    host: &str,
+    status: &str,
+    instance: &str,
+    polled_ms: i64,
+    ran: Option<i64>,
+) -> PeerRow {
     use crate::gossip::wire::JobSummary;
+    let answering = status == "agreed";
     PeerRow {
         host: host.into(),
         status: status.into(),
-        jobs: (status == "agreed").then(|| {
+        instance_id: answering.then(|| instance.to_owned()),
+        last_seen: chrono::DateTime::from_timestamp_millis(polled_ms)
+            .filter(|_| answering)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, false)),
+        jobs: answering.then(|| {
             std::sync::Arc::new(vec![JobSummary {
                 name: "tick".into(),
                 cluster_policy: "Leader".into(),
@@ -76,7 +137,7 @@ pub(super) fn peer_row(host: &str, status: &str, settled: Option<i64>) -> PeerRo
                 running: false,
                 next_fire: None,
                 last_run: None,
-                settled_through_ms: settled,
+                last_run_scheduled_at_ms: ran,
             }])
         }),
         ..PeerRow::default()
@@ -89,47 +150,105 @@ mod tests {
     use super::*;
 
     const JOBS: [&str; 1] = ["tick"];
+    const SECOND: Duration = Duration::from_secs(1);
 
-    #[test]
-    fn a_peer_settles_what_it_reports_and_a_silent_one_everything_until_it_fell_silent() {
-        let (ledger, mut heard) = (Ledger::new(), Heard::default());
-        heard.fold(
-            &[row("a:1", "agreed", Some(10_000))],
-            JOBS.into_iter(),
-            &ledger,
-            11_000,
-        );
-        assert_eq!(ledger.settled_elsewhere("tick"), Some(10_000));
-        // Silent now: it may have run 10_000 < t ≤ 15_000 after its last summary.
-        heard.fold(
-            &[row("a:1", "unreachable", None)],
-            JOBS.into_iter(),
-            &ledger,
-            15_000,
-        );
-        assert_eq!(ledger.settled_elsewhere("tick"), Some(15_000));
-        // Still silent: nothing more is settled by it (it cannot run what it cannot lead).
-        heard.fold(
-            &[row("a:1", "unreachable", None)],
-            JOBS.into_iter(),
-            &ledger,
-            20_000,
-        );
-        assert_eq!(ledger.settled_elsewhere("tick"), Some(15_000));
+    fn fold(heard: &mut Heard, rows: &[PeerRow], ledger: &Ledger, now: i64) -> i64 {
+        heard.fold(rows, SECOND, JOBS.into_iter(), ledger, now)
     }
 
     #[test]
-    fn a_peer_never_heard_settles_nothing_and_other_jobs_are_not_touched() {
+    fn a_peer_first_heard_settles_what_came_before_then_what_it_reports() {
         let (ledger, mut heard) = (Ledger::new(), Heard::default());
-        heard.fold(
-            &[row("a:1", "pending", None), row("b:1", "unreachable", None)],
-            JOBS.into_iter(),
+        let known = fold(
+            &mut heard,
+            &[row("a:1", "pending", "a1", 0, None)],
+            &ledger,
+            1_000,
+        );
+        assert_eq!(
+            ledger.settled_elsewhere("tick"),
+            Some(1_000),
+            "its past is unknown"
+        );
+        assert_eq!(known, 1_000, "no peer answers yet: nothing to wait for");
+        let known = fold(
+            &mut heard,
+            &[row("a:1", "agreed", "a1", 9_000, Some(8_000))],
+            &ledger,
+            9_500,
+        );
+        assert_eq!(ledger.settled_elsewhere("tick"), Some(8_000));
+        assert_eq!(
+            known,
+            9_000 - 1_500,
+            "its report may be a round and a start old"
+        );
+    }
+
+    #[test]
+    fn a_peer_that_falls_silent_or_restarts_settles_everything_until_then() {
+        let (ledger, mut heard) = (Ledger::new(), Heard::default());
+        fold(
+            &mut heard,
+            &[row("a:1", "pending", "", 0, None)],
+            &ledger,
+            0,
+        );
+        fold(
+            &mut heard,
+            &[row("a:1", "agreed", "a1", 2_000, Some(1_000))],
+            &ledger,
+            2_000,
+        );
+        assert_eq!(ledger.settled_elsewhere("tick"), Some(1_000));
+        fold(
+            &mut heard,
+            &[row("a:1", "unreachable", "", 0, None)],
+            &ledger,
+            5_000,
+        );
+        assert_eq!(ledger.settled_elsewhere("tick"), Some(5_000), "fell silent");
+        fold(
+            &mut heard,
+            &[row("a:1", "unreachable", "", 0, None)],
+            &ledger,
+            7_000,
+        );
+        assert_eq!(
+            ledger.settled_elsewhere("tick"),
+            Some(5_000),
+            "still silent"
+        );
+        fold(
+            &mut heard,
+            &[row("a:1", "agreed", "a1", 8_000, None)],
+            &ledger,
+            8_000,
+        );
+        assert_eq!(
+            ledger.settled_elsewhere("tick"),
+            Some(5_000),
+            "back, the same process"
+        );
+        fold(
+            &mut heard,
+            &[row("a:1", "agreed", "a2", 9_000, None)],
             &ledger,
             9_000,
         );
-        assert_eq!(ledger.settled_elsewhere("tick"), None);
+        assert_eq!(
+            ledger.settled_elsewhere("tick"),
+            Some(9_000),
+            "a new process"
+        );
+    }
+
+    #[test]
+    fn other_jobs_are_not_touched_and_a_report_from_the_future_is_clamped() {
+        let (ledger, mut heard) = (Ledger::new(), Heard::default());
         heard.fold(
-            &[row("b:1", "agreed", Some(8_000))],
+            &[row("b:1", "agreed", "b1", 9_000, Some(8_000))],
+            SECOND,
             [].into_iter(),
             &ledger,
             9_000,
@@ -139,20 +258,37 @@ mod tests {
             None,
             "not a catch-up job here"
         );
+        fold(
+            &mut heard,
+            &[row("b:1", "agreed", "b1", 9_000, Some(60_000))],
+            &ledger,
+            10_000,
+        );
+        assert_eq!(
+            ledger.settled_elsewhere("tick"),
+            Some(10_000),
+            "a skewed peer clock"
+        );
     }
 
     #[test]
     fn a_malformed_summary_from_a_reachable_peer_is_silence() {
         let (ledger, mut heard) = (Ledger::new(), Heard::default());
-        heard.fold(
-            &[row("a:1", "agreed", Some(1_000))],
-            JOBS.into_iter(),
+        fold(
+            &mut heard,
+            &[row("a:1", "pending", "", 0, None)],
+            &ledger,
+            0,
+        );
+        fold(
+            &mut heard,
+            &[row("a:1", "agreed", "a1", 2_000, Some(1_000))],
             &ledger,
             2_000,
         );
-        let mut bad = row("a:1", "agreed", None);
+        let mut bad = row("a:1", "agreed", "a1", 7_000, None);
         bad.jobs = None; // reachable, but its summary did not parse
-        heard.fold(&[bad], JOBS.into_iter(), &ledger, 7_000);
+        fold(&mut heard, &[bad], &ledger, 7_000);
         assert_eq!(ledger.settled_elsewhere("tick"), Some(7_000));
     }
 }

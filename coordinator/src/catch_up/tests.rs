@@ -1,5 +1,6 @@
-//! The owner's catch-up pass over a real filesystem store (a temporary directory), with the
-//! gate answering the executor's catch-up questions; on etcd and across processes in
+//! The owner's catch-up pass over a real filesystem store (a temporary directory), and on a
+//! gossip view (this node's ledger and its peers' reports), with the gate answering the
+//! executor's catch-up questions; on etcd, gossip and across processes in
 //! `tests/tests/integration/catch_up.rs`.
 
 use std::time::Duration;
@@ -254,23 +255,27 @@ async fn a_restarted_holder_looks_back_to_where_its_predecessor_stopped() {
     assert_eq!(offers(&mut watch), [T0 + 4000]);
 }
 
-/// A gossip node `node` whose view names `leader`, with one peer row per `(host, status,
-/// settled_through_ms)`, and `job` registered by executor "shim-1" with its Watch open. No
-/// store: catch-up there works from this node's ledger and the peers' summaries.
-fn gossip_view(node: &str, leader: &str, peers: &[(&str, &str, Option<i64>)]) -> ClusterView {
+/// A gossip view of node `node` that names `leader`, with `peers` as the manager shows them.
+fn gossip_view(node: &str, leader: &str, peers: Vec<crate::status::PeerRow>) -> ClusterView {
     use crate::status::{ClusterStatus, GossipStatus};
-    let rows = peers
-        .iter()
-        .map(|&(host, status, settled)| super::peers::peer_row(host, status, settled))
-        .collect();
     let mut v = view(node, leader);
     v.status = std::sync::Arc::new(ClusterStatus::Gossip(Box::new(GossipStatus {
-        peers: rows,
+        peers,
+        interval: Duration::from_secs(1),
         ..GossipStatus::default()
     })));
     v
 }
 
+/// Peer `b:1` (process `b1`), answering and last polled at `polled_ms`, whose newest RUN of
+/// `tick` was `ran`.
+fn b(polled_ms: i64, ran: Option<i64>) -> crate::status::PeerRow {
+    super::peers::peer_row("b:1", "agreed", "b1", polled_ms, ran)
+}
+
+/// A gossip node over `view` (no store: catch-up there works from this node's ledger and
+/// the peers' reports), with the per-second job registered by executor "shim-1" and its Watch
+/// open.
 fn gossip_node(
     view: ClusterView,
 ) -> (
@@ -288,14 +293,15 @@ fn gossip_node(
     (state, tx, watch)
 }
 
-/// On gossip the leader looks after what its peers said was settled, offers the instants its
-/// own ledger has no RUN for, and its ledger stands in for the claim: one instant is answered
-/// RUN as one kind only.
+/// On gossip the leader offers the instants its own ledger has no RUN for and no peer
+/// reported, once every peer has reported after them; its ledger stands in for the claim: one
+/// instant is answered RUN as one kind only.
 #[tokio::test]
-async fn on_gossip_the_leader_catches_up_after_what_the_peers_settled() {
-    let peers = [("b:1", "agreed", Some(T0 + 2000))];
-    let (state, _view, mut watch) = gossip_node(gossip_view("a", "a", &peers));
+async fn on_gossip_the_leader_catches_up_what_neither_it_nor_a_peer_ran() {
+    let (state, view_tx, mut watch) = gossip_node(gossip_view("a", "a", vec![b(T0, None)]));
     let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0)).await;
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 3100, Some(T0 + 2000))]));
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 3100)).await;
     assert!(offers(&mut watch).is_empty());
     let ordinary = state
@@ -306,11 +312,12 @@ async fn on_gossip_the_leader_catches_up_after_what_the_peers_settled() {
         .await
         .unwrap();
     assert_eq!(ordinary.decision.verdict, Verdict::Run);
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 6500, Some(T0 + 2000))]));
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 6500)).await;
     assert_eq!(
         offers(&mut watch),
         [T0 + 3000],
-        "T0+2 s and before were settled by b, T0+4 s ran here"
+        "T0+1 s and T0+2 s: b ran them; T0+4 s ran here"
     );
     let ask = |at: i64, kind: FiringKind| {
         let state = state.clone();
@@ -338,6 +345,7 @@ async fn on_gossip_the_leader_catches_up_after_what_the_peers_settled() {
             "{kind:?} at {at}"
         );
     }
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 12_000, Some(T0 + 2000))]));
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 12_000)).await;
     assert!(
         !offers(&mut watch).contains(&(T0 + 3000)),
@@ -345,16 +353,34 @@ async fn on_gossip_the_leader_catches_up_after_what_the_peers_settled() {
     );
 }
 
-/// A peer that falls silent may have run instants after its last summary: they are settled
+/// Leadership moves while the previous leader still answers: what it ran after this node's
+/// first look is in its later reports, and nothing it ran is offered again. (The first cut
+/// anchored on the report of the moment and never read another, and offered T0+4 s and T0+5 s
+/// a second time.)
+#[tokio::test]
+async fn on_gossip_a_live_previous_leaders_later_reports_settle_what_it_ran() {
+    let (state, view_tx, mut watch) = gossip_node(gossip_view("a", "b", vec![b(T0, None)]));
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0)).await;
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 4500, Some(T0 + 3000))]));
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 4500)).await;
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 7000, Some(T0 + 5000))]));
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 7000)).await;
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 7000)).await;
+    assert!(offers(&mut watch).is_empty());
+}
+
+/// A peer that falls silent may have run instants after its last report: they are settled
 /// through the pass that found it silent, and only what came after is caught up.
 #[tokio::test]
 async fn on_gossip_what_a_silent_leader_may_have_run_is_not_caught_up() {
-    let peers = [("b:1", "agreed", Some(T0 + 500))];
-    let (state, view_tx, mut watch) = gossip_node(gossip_view("a", "b", &peers));
+    let (state, view_tx, mut watch) =
+        gossip_node(gossip_view("a", "b", vec![b(T0 + 1000, Some(T0 + 500))]));
     let mut memory = CatchUps::default();
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 1000)).await;
     // b stops answering; a leads from T0+4 s.
-    view_tx.send_replace(gossip_view("a", "a", &[("b:1", "unreachable", None)]));
+    let silent = super::peers::peer_row("b:1", "unreachable", "", 0, None);
+    view_tx.send_replace(gossip_view("a", "a", vec![silent]));
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 4000)).await;
     pass(&state, &mut memory, Now::with_unix_ms(T0 + 9000)).await;
     assert_eq!(
@@ -363,6 +389,30 @@ async fn on_gossip_what_a_silent_leader_may_have_run_is_not_caught_up() {
         "T0+1 s..T0+4 s: b may have run them before it fell silent"
     );
     assert_eq!(state.ledger.settled_elsewhere("tick"), Some(T0 + 4000));
+}
+
+/// A restarted node cannot know what a peer's previous process ran before it first heard the
+/// peer (that process may be gone, its memory with it): nothing from before then is caught
+/// up, even with this node's own ledger kept in `state.path`; what nobody ran after it is.
+#[tokio::test]
+async fn on_gossip_nothing_from_before_this_node_first_heard_its_peers_is_caught_up() {
+    let (state, view_tx, mut watch) = gossip_node(gossip_view("a", "a", vec![b(T0 + 6000, None)]));
+    let before = crate::ledger::Record::decided(
+        &firing(T0 + 1000, FiringKind::Scheduled),
+        cronstable_core::Decision::run(Reason::Leader),
+        "a",
+        T0 + 1000,
+    );
+    state.ledger.restore(before);
+    let mut memory = CatchUps::default();
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 6000)).await;
+    assert!(offers(&mut watch).is_empty());
+    view_tx.send_replace(gossip_view("a", "a", vec![b(T0 + 12_000, None)]));
+    pass(&state, &mut memory, Now::with_unix_ms(T0 + 12_000)).await;
+    assert_eq!(
+        offers(&mut watch),
+        (7..=10).map(|s| T0 + s * 1000).collect::<Vec<_>>()
+    );
 }
 
 /// Kubernetes keeps no claims and exchanges no summaries: nothing is offered and a catch-up
@@ -384,26 +434,5 @@ async fn without_claims_or_summaries_nothing_is_caught_up() {
     assert_eq!(
         (a.decision.verdict, a.decision.reason),
         (Verdict::Skip, Reason::NotCaughtUp)
-    );
-}
-
-/// A whole gossip cluster restarted: with the ledger kept in `state.path`, the new leader finds
-/// the newest instant it ran before and catches up what passed while every node was down.
-#[tokio::test]
-async fn on_gossip_a_restored_ledger_lets_a_restarted_leader_catch_up_the_outage() {
-    let (state, _view, mut watch) = gossip_node(gossip_view("a", "a", &[("b:1", "agreed", None)]));
-    let before = crate::ledger::Record::decided(
-        &firing(T0 + 1000, FiringKind::Scheduled),
-        cronstable_core::Decision::run(Reason::Leader),
-        "a",
-        T0 + 1000,
-    );
-    state.ledger.restore(before);
-    let mut memory = CatchUps::default();
-    pass(&state, &mut memory, Now::with_unix_ms(T0 + 6000)).await;
-    assert_eq!(
-        offers(&mut watch),
-        [T0 + 2000, T0 + 3000, T0 + 4000],
-        "after the newest instant this node ran before it stopped"
     );
 }

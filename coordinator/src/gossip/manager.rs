@@ -501,6 +501,7 @@ impl GossipBackend {
             observability: self.settings.observability,
             converging: election == Election::Starting,
             manager_error,
+            interval: self.settings.interval,
             peers: self
                 .settings
                 .peers
@@ -744,6 +745,7 @@ impl GossipBackend {
                     status: p.status.map_or("pending", PeerStatus::as_str).to_owned(),
                     node_name: p.reported_name.clone().filter(|_| reachable),
                     job_set_id: p.reported_job_set_id.clone().filter(|_| reachable),
+                    instance_id: p.reported_instance_id.clone().filter(|_| reachable),
                     last_seen: seen.filter(|_| reachable).and_then(iso8601),
                     last_error: p.last_error.clone(),
                     mismatch_streak: p.mismatch_streak,
@@ -771,6 +773,7 @@ impl GossipBackend {
             conflicting_policies: rv.conflicts.policies.clone(),
             candidates_truncated: rv.advert.candidates_truncated,
             quorate: rv.quorate,
+            interval: s.interval,
             is_leader: leader.as_deref() == Some(local.name.as_str()),
             leader,
             converging: rv.converging,

@@ -44,11 +44,11 @@ pub struct JobSummary {
     /// The newest finished run on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
-    /// Every instant of the job at or before this (Unix ms) is settled as far as this node
-    /// knows: it ran here, a peer reported it run, or a peer that may have run it fell silent
-    /// after it. Catch-up on gossip starts looking after it; absent from an older peer.
+    /// The nominal instant (Unix ms) of the newest firing this node answered RUN for or
+    /// started: catch-up on gossip does not offer it or anything before it. Absent from an
+    /// older peer, and while this node ran none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settled_through_ms: Option<i64>,
+    pub last_run_scheduled_at_ms: Option<i64>,
 }
 
 /// The newest finished run of one job on the serving node.
@@ -271,7 +271,7 @@ mod tests {
             running: false,
             next_fire: None,
             last_run: None,
-            settled_through_ms: None,
+            last_run_scheduled_at_ms: None,
         }
     }
 

@@ -195,8 +195,8 @@ impl<'a> RunStatus<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     jobs: Arc<Mutex<BTreeMap<String, VecDeque<Record>>>>,
-    /// Bumped by every record that starts or ends a run, so a reader of run summaries (the
-    /// gossip `/peer` body) can tell cheaply whether anything changed.
+    /// Bumped by every record that answers RUN, starts or ends a run, so a reader of run
+    /// summaries (the gossip `/peer` body) can tell cheaply whether anything changed.
     runs_generation: Arc<AtomicU64>,
     /// Bumped by every record, so a cached rendering of the ledger (`GET /jobs`) knows when it
     /// is stale.
@@ -262,9 +262,16 @@ impl Ledger {
 
     fn keep(&self, record: Record) {
         // A panic elsewhere while holding the lock leaves the records intact, so keep using them.
+        // A RUN answer too: the gossip summary names the newest instant answered RUN, and a
+        // peer's catch-up must see it before the run's start is reported.
         if matches!(
             record.event,
-            Event::Started { .. } | Event::Finished(RunEnd { .. })
+            Event::Started { .. }
+                | Event::Finished(RunEnd { .. })
+                | Event::Decided {
+                    verdict: Verdict::Run,
+                    ..
+                }
         ) {
             self.runs_generation.fetch_add(1, Ordering::Relaxed);
         }

@@ -1,11 +1,11 @@
 //! The compact per-job run summary a node shows the fleet: policy, schedule, whether a run is
-//! going, the next fire, the newest finished run (GSP-110, inventory §2.13), and through which
-//! instant the job is settled as this node knows.
+//! going, the next fire, the newest finished run (GSP-110, inventory §2.13), and the newest
+//! instant it answered RUN for.
 //!
 //! The gossip manager piggybacks it on `/peer` and `GET /fleet` shows this node's own; both
 //! come from [`RunSummaries`], so a node reports itself exactly as its peers see it. No
-//! decision reads them, with one exception: catch-up on gossip ([`crate::catch_up`]) looks for
-//! missed instants only after what the peers say is settled.
+//! decision reads them, with one exception: catch-up on gossip ([`crate::catch_up`]) does not
+//! offer an instant a peer says it ran.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
@@ -64,11 +64,7 @@ impl RunSummaries {
                 if let Some(ms) = next {
                     next_change = Some(next_change.map_or(ms, |c| c.min(ms)));
                 }
-                let (running, last_run, ran_here) = ledger.inspect(name, run_state);
-                let settled_through_ms = match (ran_here, ledger.settled_elsewhere(name)) {
-                    (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b),
-                };
+                let (running, last_run, last_run_scheduled_at_ms) = ledger.inspect(name, run_state);
                 JobSummary {
                     name: name.clone(),
                     cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
@@ -78,7 +74,7 @@ impl RunSummaries {
                         .and_then(DateTime::<Utc>::from_timestamp_millis)
                         .map(rfc3339),
                     last_run,
-                    settled_through_ms,
+                    last_run_scheduled_at_ms,
                 }
             })
             .collect();
@@ -123,8 +119,8 @@ pub fn to_json(j: &JobSummary) -> Value {
             "succeeded": r.succeeded,
             "durationMs": r.duration_ms,
         })),
-        "settledThrough": j
-            .settled_through_ms
+        "lastRunScheduledAt": j
+            .last_run_scheduled_at_ms
             .and_then(DateTime::<Utc>::from_timestamp_millis)
             .map(rfc3339),
     })

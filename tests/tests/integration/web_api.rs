@@ -511,9 +511,12 @@ fn gsp_110_fleet_shows_each_peers_runs_and_no_data_for_a_dead_one() {
         peer_job["nextFire"].as_str().unwrap().ends_with('Z'),
         "{peer_job}"
     );
-    // The newest instant the peer ran is what it says is settled (catch-up on gossip).
+    // The newest instant the peer ran (catch-up on gossip reads it).
     assert!(
-        peer_job["settledThrough"].as_str().unwrap().ends_with('Z'),
+        peer_job["lastRunScheduledAt"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z'),
         "{peer_job}"
     );
 

@@ -140,9 +140,12 @@ enum Fit {
     /// It does not name its instant: matched by its start time.
     Loose,
     /// It names the instant of target `k` and started within ε, the forgiveness and the
-    /// job's catch-up window of it.
+    /// job's catch-up window of it (and no more than the forgiveness before it).
     Named(usize),
-    /// It names an instant the job does not have, or started too long after it: a stray.
+    /// It names the instant of target `k` but started outside that allowance: it meets
+    /// nothing (a stray), yet it is a start of that firing, so a second one is a double run.
+    Late(usize),
+    /// It names an instant the job does not have: a stray.
     Misfit,
 }
 
@@ -151,19 +154,27 @@ fn fit(job: &CheckJob, run: &Run) -> Fit {
         return Fit::Loose;
     };
     let offset = at - job.start;
-    let on_grid = job.interval_ms > 0 && offset >= 0 && offset % job.interval_ms == 0;
-    let k = offset.checked_div(job.interval_ms).unwrap_or(-1);
+    let k = match job.interval_ms {
+        0 => (offset == 0).then_some(0),
+        step => (offset >= 0 && offset % step == 0).then(|| offset / step),
+    };
+    let Some(k) = k
+        .filter(|&k| k < i64::from(job.count))
+        .and_then(|k| usize::try_from(k).ok())
+    else {
+        return Fit::Misfit;
+    };
     let allowed = job.epsilon_ms + FORGIVENESS_MS + job.catch_up_window_ms;
-    if on_grid && k < i64::from(job.count) && run.start - at <= allowed {
-        usize::try_from(k).map_or(Fit::Misfit, Fit::Named)
+    if (-FORGIVENESS_MS..=allowed).contains(&(run.start - at)) {
+        Fit::Named(k)
     } else {
-        Fit::Misfit
+        Fit::Late(k)
     }
 }
 
 /// Matches one group's targets to its completed runs (sorted by start): a run that names its
-/// instant meets that target (the earliest such run); the loose runs are matched by start time
-/// ([`assign`]) to the targets left open.
+/// instant meets that target (the earliest such run) when the target is required; the loose
+/// runs are matched by start time ([`assign`]) to the targets left open.
 fn assign_group(
     targets: &[Target],
     complete: &[&Run],
@@ -172,6 +183,7 @@ fn assign_group(
     let mut out = vec![None; targets.len()];
     for (r, f) in fits.iter().enumerate() {
         if let Fit::Named(k) = *f
+            && targets[k].required
             && out[k].is_none()
         {
             out[k] = Some(r);
@@ -281,7 +293,7 @@ fn check_job(
                         .any(|t| !t.required && inside(t.window, run.start)),
                 ),
                 Fit::Named(k) => (targets[k].required, !targets[k].required),
-                Fit::Misfit => (false, false),
+                Fit::Late(_) | Fit::Misfit => (false, false),
             };
             if in_judged {
                 report.duplicates.push(RunRef::from(*run));
@@ -296,7 +308,7 @@ fn check_job(
                 .iter()
                 .filter(|r| match fit(job, r) {
                     Fit::Loose => inside(t.window, r.start),
-                    Fit::Named(n) => n == k,
+                    Fit::Named(n) | Fit::Late(n) => n == k,
                     Fit::Misfit => false,
                 })
                 .count();
