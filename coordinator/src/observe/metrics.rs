@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use cronstable_core::{FiringKind, Verdict};
 use prometheus::{
-    Counter, Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Counter, Encoder, Gauge, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use serde_json::Value;
 
@@ -75,6 +75,9 @@ struct Inner {
     quorum_transitions: IntCounter,
     executor_overdue: IntGauge,
     clock_skew: Gauge,
+    /// The per-job series of the moment (next fire, owner), set at each scrape from the job
+    /// set and the view, in their own registry.
+    now: NowSeries,
     ops: OpsSeries,
     process: ProcessSeries,
     jobs: JobSeries,
@@ -130,6 +133,8 @@ impl ProcessSeries {
 
 /// The per-job series, in their own registry (one label set per job of the job set).
 struct JobSeries {
+    last_success: GaugeVec,
+    last_run: GaugeVec,
     firings: IntCounterVec,
     runs: IntCounterVec,
     skips: IntCounterVec,
@@ -153,6 +158,21 @@ impl JobSeries {
         jr.register(Box::new(duration.clone()))
             .expect("registered once");
         Self {
+            last_success: float_gauge_vec(
+                jr,
+                "cronstable_job_last_success_timestamp_seconds",
+                "When the newest successful run of each job on this node ended (Unix seconds); \
+                 absent until one did. Across the cluster, take the max by job.",
+                &["job"],
+            ),
+            last_run: float_gauge_vec(
+                jr,
+                "cronstable_job_last_run_timestamp_seconds",
+                "When the newest finished run of each job on this node ended (Unix seconds), \
+                 labelled with its result: success, failure, timeout or signal (one series per \
+                 job).",
+                &["job", "result"],
+            ),
             firings: counter_vec(
                 jr,
                 "cronstable_job_firings_total",
@@ -192,6 +212,68 @@ impl JobSeries {
                 &["job", "reason"],
             ),
             duration,
+        }
+    }
+}
+
+/// What a scrape shows of one job at this moment, from the job set and the view.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobNow {
+    /// The job.
+    pub job: String,
+    /// Its clusterPolicy, as written.
+    pub policy: &'static str,
+    /// Its next nominal instant (Unix ms); `None` for `@reboot` or a schedule that never fires.
+    pub next_fire_ms: Option<i64>,
+    /// Whether this node would run its next firing now; `None` for EveryNode jobs, which every
+    /// node runs.
+    pub is_owner: Option<bool>,
+}
+
+/// The per-job series of the moment, refilled at each scrape.
+struct NowSeries {
+    registry: Registry,
+    next_fire: GaugeVec,
+    is_owner: IntGaugeVec,
+}
+
+impl NowSeries {
+    fn new() -> Self {
+        let registry = Registry::new();
+        Self {
+            next_fire: float_gauge_vec(
+                &registry,
+                "cronstable_job_next_fire_timestamp_seconds",
+                "The next nominal instant of each job (Unix seconds); absent for @reboot jobs and \
+                 schedules that never fire.",
+                &["job"],
+            ),
+            is_owner: gauge_vec(
+                &registry,
+                "cronstable_job_is_owner",
+                "1 when this node would run the job's next firing now (the lease holder, the \
+                 leader, or the job's owner under spread), else 0; Leader and PreferLeader jobs \
+                 only. Summed across the cluster it is the number of owners.",
+                &["job", "policy"],
+            ),
+            registry,
+        }
+    }
+
+    fn set(&self, jobs: &[JobNow]) {
+        self.next_fire.reset();
+        self.is_owner.reset();
+        for j in jobs {
+            if let Some(ms) = j.next_fire_ms {
+                self.next_fire
+                    .with_label_values(&[&j.job])
+                    .set(ms as f64 / 1000.0);
+            }
+            if let Some(owner) = j.is_owner {
+                self.is_owner
+                    .with_label_values(&[&j.job, j.policy])
+                    .set(i64::from(owner));
+            }
         }
     }
 }
@@ -269,6 +351,14 @@ fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
 
 fn float_gauge(registry: &Registry, name: &str, help: &str) -> Gauge {
     let g = Gauge::new(name, help).expect("a valid metric name");
+    registry
+        .register(Box::new(g.clone()))
+        .expect("registered once");
+    g
+}
+
+fn float_gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    let g = GaugeVec::new(Opts::new(name, help), labels).expect("a valid metric name");
     registry
         .register(Box::new(g.clone()))
         .expect("registered once");
@@ -385,6 +475,7 @@ impl Metrics {
                  it every round (0 where no store measures it). Past 1.5 s either way the node \
                  does not lead.",
             ),
+            now: NowSeries::new(),
             ops: OpsSeries::register(&r),
             process: ProcessSeries::register(&r),
             jobs: JobSeries::register(&jr),
@@ -495,7 +586,19 @@ impl Metrics {
                 }
             }
             Event::Finished(end) => {
-                m.jobs.runs.with_label_values(&[job, end.result()]).inc();
+                let result = end.result();
+                m.jobs.runs.with_label_values(&[job, result]).inc();
+                let ended = end.finished_at_ms as f64 / 1000.0;
+                // One series per job: the newest run's result replaces the one before.
+                for other in ["success", "failure", "timeout", "signal"] {
+                    if other != result {
+                        let _ = m.jobs.last_run.remove_label_values(&[job, other]);
+                    }
+                }
+                m.jobs.last_run.with_label_values(&[job, result]).set(ended);
+                if result == "success" {
+                    m.jobs.last_success.with_label_values(&[job]).set(ended);
+                }
                 m.jobs
                     .duration
                     .with_label_values(&[job])
@@ -508,10 +611,16 @@ impl Metrics {
     }
 
     /// The text exposition, with the cluster gauges taken from `cluster`, the `GET /cluster`
-    /// body of the same moment.
+    /// body of the same moment, and no per-job series of the moment.
     pub fn render(&self, cluster: &Value) -> String {
+        self.render_with(cluster, &[])
+    }
+
+    /// [`Self::render`] with each job's series of the moment (next fire, owner) from `jobs`.
+    pub fn render_with(&self, cluster: &Value, jobs: &[JobNow]) -> String {
         let m = &self.inner;
         let mut one_scrape = m.scrape.lock().unwrap_or_else(PoisonError::into_inner);
+        m.now.set(jobs);
         let flag = |key: &str| i64::from(cluster[key].as_bool().unwrap_or(false));
         let count = |key: &str| cluster[key].as_i64().unwrap_or(0);
         let enabled = cluster["enabled"].as_bool().unwrap_or(false);
@@ -594,6 +703,7 @@ impl Metrics {
         };
         let mut out = encode(&m.registry);
         out.push_str(&job_text);
+        out.push_str(&encode(&m.now.registry));
         out
     }
 
@@ -791,5 +901,75 @@ mod tests {
         let on = json!({"enabled": true, "quorate": true, "peers": []});
         assert!(m.render(&on).contains("cronstable_cluster_quorate 1"));
         assert!(m.render(&on).contains(&format!("{runs} 2")));
+    }
+
+    fn ended(at_ms: i64, exit_code: i32) -> Record {
+        record(Event::Finished(RunEnd {
+            started_at_ms: at_ms - 100,
+            finished_at_ms: at_ms,
+            duration_ms: 100,
+            exit_code: Some(exit_code),
+            signal: None,
+            timed_out: false,
+            output_tail: String::new(),
+        }))
+    }
+
+    /// What alerts on a job's runs are written on: when it last succeeded, and when it last
+    /// ran with which result (one series per job, the newest result's).
+    #[test]
+    fn the_last_success_and_the_last_run_with_its_result() {
+        let m = Metrics::new();
+        let text = m.render(&json!({}));
+        assert!(!text.contains("cronstable_job_last_success_timestamp_seconds{"));
+        m.observe(&ended(1_700_000_000_000, 0));
+        m.observe(&ended(1_700_000_060_500, 3));
+        let text = m.render(&json!({}));
+        assert_eq!(
+            line(&text, "cronstable_job_last_success_timestamp_seconds{"),
+            Some("cronstable_job_last_success_timestamp_seconds{job=\"backup\"} 1700000000")
+        );
+        let runs: Vec<_> = text
+            .lines()
+            .filter(|l| l.starts_with("cronstable_job_last_run_timestamp_seconds{"))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                "cronstable_job_last_run_timestamp_seconds{job=\"backup\",result=\"failure\"} 1700000060.5"
+            ]
+        );
+    }
+
+    /// The series of the moment follow the job set and the view at each scrape: a job gone
+    /// from the set leaves no series behind.
+    #[test]
+    fn next_fire_and_owner_are_set_per_scrape() {
+        let m = Metrics::new();
+        let jobs = [
+            JobNow {
+                job: "backup".into(),
+                policy: "Leader",
+                next_fire_ms: Some(1_700_000_100_000),
+                is_owner: Some(true),
+            },
+            JobNow {
+                job: "clean".into(),
+                policy: "EveryNode",
+                next_fire_ms: None,
+                is_owner: None,
+            },
+        ];
+        let text = m.render_with(&json!({}), &jobs);
+        assert!(
+            text.contains("cronstable_job_next_fire_timestamp_seconds{job=\"backup\"} 1700000100")
+        );
+        assert!(text.contains("cronstable_job_is_owner{job=\"backup\",policy=\"Leader\"} 1"));
+        assert!(
+            !text.contains("job=\"clean\""),
+            "no next fire, no owner: no series"
+        );
+        let text = m.render_with(&json!({}), &jobs[1..]);
+        assert!(!text.contains("cronstable_job_is_owner{"), "{text}");
     }
 }

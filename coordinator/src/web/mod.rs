@@ -147,8 +147,43 @@ fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
 
 /// `GET /metrics`: the Prometheus text exposition.
 async fn metrics(State(state): State<WebState>) -> Response {
-    let body = state.core.metrics.render(&cluster_body(&state.core));
+    let jobs = jobs_now(&state, now_ms());
+    let body = state
+        .core
+        .metrics
+        .render_with(&cluster_body(&state.core), &jobs);
     ([(header::CONTENT_TYPE, Metrics::CONTENT_TYPE)], body).into_response()
+}
+
+/// Each job's series of the moment: its next fire (from the `/jobs` memo, searched again only
+/// once it passed) and, for Leader and PreferLeader jobs, whether this node would run it now.
+fn jobs_now(state: &WebState, now: i64) -> Vec<crate::observe::metrics::JobNow> {
+    use cronstable_core::{ClusterPolicy, FiringKind, Verdict};
+    let set = state.core.registry.current();
+    let schedules = state.schedules.for_set(&set);
+    let id = set.id.to_string();
+    let mut next_fires = state
+        .next_fires
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    set.jobs
+        .iter()
+        .map(|(name, job)| {
+            let schedule = schedules.get(name).and_then(Option::as_ref);
+            let next_fire_ms = next_fires.next_after(&id, name, schedule, now);
+            let policy = job.spec.cluster_policy;
+            let is_owner = (policy != ClusterPolicy::EveryNode).then(|| {
+                let at = next_fire_ms.unwrap_or(now);
+                state.core.peek_verdict(name, FiringKind::Scheduled, at) == Some(Verdict::Run)
+            });
+            crate::observe::metrics::JobNow {
+                job: name.clone(),
+                policy: policy.as_str(),
+                next_fire_ms,
+                is_owner,
+            }
+        })
+        .collect()
 }
 
 /// An HTTP error: a status and a readable message, rendered as JSON.

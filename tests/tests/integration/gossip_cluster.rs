@@ -148,6 +148,23 @@ fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
             "{node} ran a Leader job for {at} while {leader} led: {late:?}"
         );
     }
+    // The owner is a series an alert can count: summed over the nodes, one owner, the leader.
+    let owners: Vec<&str> = nodes
+        .iter()
+        .zip(names)
+        .filter(|(node, _)| {
+            let metrics = cronstable_tests::http(node.web, "GET", "/metrics")
+                .unwrap()
+                .body;
+            metrics.lines().any(|l| {
+                l.starts_with("cronstable_job_is_owner{")
+                    && l.contains("Leader")
+                    && l.ends_with(" 1")
+            })
+        })
+        .map(|(_, name)| name)
+        .collect();
+    assert_eq!(owners, [leader.as_str()]);
     drop(shims);
 }
 

@@ -180,6 +180,10 @@ fn metrics_pass_promtool_and_count_runs() {
         "cronstable_cluster_size 1",
         "cronstable_job_firings_total{job=\"tick\",verdict=\"run\"}",
         "cronstable_job_run_duration_seconds_count{job=\"tick\"}",
+        "cronstable_job_last_success_timestamp_seconds{job=\"tick\"}",
+        "cronstable_job_last_run_timestamp_seconds{job=\"tick\",result=\"success\"}",
+        "cronstable_job_next_fire_timestamp_seconds{job=\"tick\"}",
+        "cronstable_job_is_owner{job=\"tick\",policy=",
     ] {
         assert!(
             text.body.contains(series),
