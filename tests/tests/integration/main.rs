@@ -26,6 +26,7 @@ mod lease_observability;
 mod lease_pause;
 mod lease_rules;
 mod lifecycle;
+mod monitoring;
 mod observability;
 mod one_executor;
 mod peer_flood;
