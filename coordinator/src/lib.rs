@@ -158,6 +158,9 @@ pub enum RunError {
     /// `api.authToken` could not be resolved.
     #[error("api.authToken: {0}")]
     ApiToken(#[source] config::SecretError),
+    /// `notify.webhook.signingKey` could not be resolved or is too short.
+    #[error("notify.webhook.signingKey: {0}")]
+    WebhookKey(#[source] observe::signing::KeyError),
 }
 
 /// How a coordinator was told to stop, and what it knows of its next start.
@@ -196,11 +199,14 @@ pub async fn run(
     // With a cluster section the node starts in Election::Starting, never election-off: until
     // its backend publishes a first view it does not know enough to act.
     let (view_tx, view_rx) = watch::channel(manager.backend.initial_view());
-    let notifier = config
-        .notify
-        .webhook
-        .clone()
-        .map(observe::notify::Notifier::start);
+    let notifier = match &config.notify.webhook {
+        Some(hook) => {
+            let key = observe::signing::resolve(hook.signing_key.as_ref(), &env)
+                .map_err(RunError::WebhookKey)?;
+            Some(observe::notify::Notifier::start(hook.clone(), key))
+        }
+        None => None,
+    };
     // The OS process's start (the standard process_start_time_seconds); a library caller
     // running several coordinators in one process shares it, each with its own instance id.
     let started_at = observe::process::os_start_ms().unwrap_or_else(clock::now_ms);

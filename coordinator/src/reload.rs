@@ -583,6 +583,9 @@ pub(crate) struct Supervisor {
     live: watch::Sender<Arc<LiveHandles>>,
     /// The only writer of the HTTP and gRPC APIs' tokens.
     tokens: TokenWriters,
+    /// The webhook signing key the running notifier signs with, as last resolved: a reload
+    /// reads the key again and restarts the notifier when it changed (a rotated key file).
+    webhook_key: Option<crate::observe::signing::SigningKey>,
     /// The coordinator's stop.
     stop: watch::Receiver<bool>,
     running: Option<Running>,
@@ -622,7 +625,14 @@ impl Supervisor {
         tokens: TokenWriters,
         stop: watch::Receiver<bool>,
     ) -> Self {
+        let webhook_key = config
+            .notify
+            .webhook
+            .as_ref()
+            .and_then(|h| crate::observe::signing::resolve(h.signing_key.as_ref(), &env).ok())
+            .flatten();
         Self {
+            webhook_key,
             config,
             node_name,
             env,
@@ -797,14 +807,7 @@ impl Supervisor {
             applied.push(ReloadKey::ApiAuthToken);
         }
 
-        if ch.has(ReloadKey::Notify) {
-            let notifier = next.notify.webhook.clone().map(notify::Notifier::start);
-            self.live.send_modify(|l| {
-                *l = Arc::new(LiveHandles {
-                    notifier,
-                    ..LiveHandles::clone(l)
-                });
-            });
+        if self.apply_notify(&mut next.notify, ch.has(ReloadKey::Notify)) {
             applied.push(ReloadKey::Notify);
         }
 
@@ -870,6 +873,43 @@ impl Supervisor {
     /// Resolves `key`'s `source` again and hands a changed token to `to`; true when it
     /// changed. A source that does not resolve keeps the previous token (and its source in
     /// `source`, so the next reload tries again).
+    /// Starts a new notifier for `next` when `notify:` changed or its signing key did (the
+    /// key is read again at every reload). A key that cannot be read keeps the running
+    /// notifier and `notify:` as it was. Returns whether a new notifier runs.
+    fn apply_notify(&mut self, next: &mut crate::config::NotifyConfig, changed: bool) -> bool {
+        let resolved = next
+            .webhook
+            .as_ref()
+            .map(|h| crate::observe::signing::resolve(h.signing_key.as_ref(), &self.env))
+            .transpose();
+        let key = match resolved {
+            Ok(key) => key.flatten(),
+            Err(e) => {
+                tracing::error!(
+                    "config reload: notify.webhook.signingKey: {e}; the running webhook stays \
+                     in force"
+                );
+                next.clone_from(&self.config.notify);
+                return false;
+            }
+        };
+        if !changed && key == self.webhook_key {
+            return false;
+        }
+        let notifier = next
+            .webhook
+            .clone()
+            .map(|h| notify::Notifier::start(h, key.clone()));
+        self.webhook_key = key;
+        self.live.send_modify(|l| {
+            *l = Arc::new(LiveHandles {
+                notifier,
+                ..LiveHandles::clone(l)
+            });
+        });
+        true
+    }
+
     fn apply_token(
         key: &str,
         source: &mut Option<SecretSource>,

@@ -472,6 +472,40 @@ fn ntf_notify_webhook_defaults_and_errors_name_the_key() {
     }
 }
 
+/// The webhook signing key is a secret like the tokens: from a file, a variable or the config,
+/// exactly one; resolved (and its length checked) at start and at each reload.
+#[test]
+fn ntf_the_webhook_signing_key_is_a_secret_source() {
+    let text =
+        "notify:\n  webhook:\n    url: http://h/x\n    signingKey:\n      fromEnvVar: HOOK_KEY\n";
+    let hook = config::parse(text, "c.yaml")
+        .unwrap()
+        .config
+        .notify
+        .webhook
+        .unwrap();
+    assert_eq!(
+        hook.signing_key,
+        Some(config::SecretSource::FromEnvVar("HOOK_KEY".into()))
+    );
+    for (text, key, needle) in [
+        (
+            "notify:\n  webhook:\n    url: http://h/x\n    signingKey:\n      fromFile: /k\n      fromEnvVar: K\n",
+            "notify.webhook.signingKey",
+            "exactly one",
+        ),
+        (
+            "notify:\n  webhook:\n    url: http://h/x\n    signingKey:\n",
+            "notify.webhook.signingKey",
+            "empty",
+        ),
+    ] {
+        let e = parse_err(text).to_string();
+        assert!(e.contains(key) && e.contains(needle), "{text:?}: {e}");
+        assert!(e.contains("c.yaml:"), "names the file: {e}");
+    }
+}
+
 #[test]
 fn state_path_is_kept_and_a_blank_one_is_an_error() {
     let loaded = config::parse("state:\n  path: /var/lib/cronstable\n", "c.yaml").unwrap();

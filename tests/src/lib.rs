@@ -454,6 +454,11 @@ impl Coordinator {
     /// Starts a coordinator on free ports from `dir/NAME.yaml`, which holds the listeners and
     /// then `extra` (further top-level config sections, e.g. `jobs:`).
     pub fn start_named(dir: &Path, name: &str, extra: &str) -> Coordinator {
+        Self::start_named_in(Command::new(binary("cronstable")), dir, name, extra)
+    }
+
+    /// [`Self::start_named`] with `program` (to set its environment, say).
+    pub fn start_named_in(program: Command, dir: &Path, name: &str, extra: &str) -> Coordinator {
         let (api_port, web_port) = (free_port(), free_port());
         let config = dir.join(format!("{name}.yaml"));
         std::fs::write(
@@ -463,7 +468,8 @@ impl Coordinator {
             ),
         )
         .unwrap();
-        Self::start_with(
+        Self::start_in(
+            program,
             config,
             format!("http://127.0.0.1:{api_port}"),
             ([127, 0, 0, 1], web_port).into(),
@@ -484,6 +490,11 @@ impl Coordinator {
         web: SocketAddr,
     ) -> Coordinator {
         cmd.arg("coordinator").arg("--config").arg(&config);
+        // Webhooks honour the proxy variables; a proxy set for the machine (to reach a
+        // package registry, say) must not carry the tests' loopback deliveries.
+        if std::env::var_os("NO_PROXY").is_none() && std::env::var_os("no_proxy").is_none() {
+            cmd.env("NO_PROXY", "127.0.0.1,localhost,::1");
+        }
         let proc = Proc::spawn("coordinator", cmd);
         proc.wait_log("coordinator listening");
         wait_for("the coordinator's HTTP API", || {
@@ -690,6 +701,41 @@ pub(crate) fn dechunk(mut body: &str) -> String {
 pub fn webhook_receiver(
     fail_first: usize,
 ) -> (String, std::sync::mpsc::Receiver<serde_json::Value>) {
+    let (url, raw) = webhook_deliveries(fail_first);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for d in raw {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&d.body)
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    (url, rx)
+}
+
+/// One webhook delivery as it arrived: its headers (names lowercased) and its exact body.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// `(name, value)`, names lowercased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body bytes.
+    pub body: Vec<u8>,
+}
+
+impl Delivery {
+    /// The first value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// [`webhook_receiver`] that hands over each accepted delivery whole, headers included.
+pub fn webhook_deliveries(fail_first: usize) -> (String, std::sync::mpsc::Receiver<Delivery>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
@@ -699,16 +745,21 @@ pub fn webhook_receiver(
             let Ok(mut stream) = stream else { continue };
             let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
             let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
+            let mut headers = Vec::new();
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                     break;
                 }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
+                if let Some((name, value)) = line.split_once(':') {
+                    headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
                 }
             }
+            let length = headers
+                .iter()
+                .find(|(n, _)| n == "content-length")
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
             let mut body = vec![0; length];
             if reader.read_exact(&mut body).is_err() {
                 continue;
@@ -723,10 +774,7 @@ pub fn webhook_receiver(
                 stream,
                 "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             );
-            if seen > fail_first
-                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
-                && tx.send(v).is_err()
-            {
+            if seen > fail_first && tx.send(Delivery { headers, body }).is_err() {
                 return;
             }
         }

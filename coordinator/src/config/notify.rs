@@ -7,6 +7,7 @@
 //!     events: [leader_change, quorum_loss, job_failure] # the default: all three
 //!     timeout: 5s                                       # per attempt
 //!     retries: 3                                        # after the first attempt
+//!     signingKey: {fromFile: /etc/cronstable/webhook-key} # or fromEnvVar, value
 //! ```
 //!
 //! The events (inventory NTF-01): `leader_change` (this node gained or lost scheduled-job
@@ -61,6 +62,7 @@ pub(crate) struct RawWebhook {
     #[serde(deserialize_with = "cronstable_core::duration::deserialize_option")]
     pub(crate) timeout: Option<Duration>,
     pub(crate) retries: Option<u32>,
+    pub(crate) signing_key: Option<super::secret::RawSecret>,
 }
 
 /// `notify:`, validated.
@@ -81,6 +83,9 @@ pub struct WebhookConfig {
     pub timeout: Duration,
     /// Attempts after the first, with doubling backoff from one second.
     pub retries: u32,
+    /// Where the key each delivery is signed with comes from, when one is configured
+    /// (resolved at start and reload: [`crate::observe::signing::resolve`]).
+    pub signing_key: Option<super::SecretSource>,
 }
 
 /// The most `retries` a webhook may ask for: past this an outage of the receiver only piles
@@ -131,6 +136,8 @@ pub(super) fn validate(ctx: &mut Ctx<'_>, raw: RawNotify) -> NotifyConfig {
             format!("{retries} is more than the limit of {MAX_WEBHOOK_RETRIES}"),
         );
     }
+    let signing_key =
+        super::ctx::secret(ctx, "notify.webhook.signingKey", hook.signing_key.as_ref());
     let mut events = hook.events.unwrap_or_else(|| NotifyEvent::ALL.to_vec());
     if events.is_empty() {
         ctx.error(
@@ -145,6 +152,7 @@ pub(super) fn validate(ctx: &mut Ctx<'_>, raw: RawNotify) -> NotifyConfig {
             events,
             timeout,
             retries,
+            signing_key,
         }),
     }
 }

@@ -13,5 +13,6 @@ pub mod next_fire;
 pub mod notify;
 pub mod process;
 pub mod repeats;
+pub mod signing;
 pub mod statsd;
 pub mod summary;

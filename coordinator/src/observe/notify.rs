@@ -8,20 +8,20 @@
 //! WARNING. A full queue (the receiver has been down a long while) drops the new event with a
 //! WARNING rather than grow without bound. A 4xx other than 408 and 429 is not retried: the
 //! receiver said the request itself is wrong.
+//!
+//! The client is `reqwest` over the project's rustls (ring): it honours the standard proxy
+//! variables. With a signing key each attempt is signed ([`crate::observe::signing`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, StatusCode, Uri, header};
-use http_body_util::Full;
-use hyper_util::rt::TokioIo;
+use http::StatusCode;
 use serde_json::Value;
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_rustls::TlsConnector;
 
 use crate::config::{NotifyEvent, WebhookConfig};
+use crate::observe::signing::SigningKey;
 
 /// Events waiting for delivery; more than this while the receiver is down are dropped.
 const QUEUE: usize = 256;
@@ -42,9 +42,9 @@ pub enum DeliveryError {
     /// Connecting, the TLS handshake, or the exchange failed.
     #[error("{0}")]
     Transport(String),
-    /// The attempt's deadline passed.
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
+    /// The attempt's deadline (`timeout`) passed.
+    #[error("no answer within the webhook's timeout")]
+    Timeout,
     /// The receiver answered with a status that is not 2xx.
     #[error("the receiver answered HTTP {0}")]
     Status(StatusCode),
@@ -59,18 +59,19 @@ impl DeliveryError {
                     || *s == StatusCode::REQUEST_TIMEOUT
                     || *s == StatusCode::TOO_MANY_REQUESTS
             }
-            Self::Transport(_) | Self::Timeout(_) => true,
+            Self::Transport(_) | Self::Timeout => true,
         }
     }
 }
 
 impl Notifier {
-    /// Starts the delivery task for `config` and returns its handle. The task ends when every
-    /// handle is dropped and the queue is drained.
-    pub fn start(config: WebhookConfig) -> Self {
+    /// Starts the delivery task for `config`, signing with `signing` (the resolved
+    /// `signingKey`), and returns its handle. The task ends when every handle is dropped and
+    /// the queue is drained.
+    pub fn start(config: WebhookConfig, signing: Option<SigningKey>) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let events: Arc<[NotifyEvent]> = config.events.clone().into();
-        crate::spawn(deliver_all(config, rx));
+        crate::spawn(deliver_all(config, signing, rx));
         Self { tx, events }
     }
 
@@ -93,12 +94,16 @@ impl Notifier {
     }
 }
 
-async fn deliver_all(config: WebhookConfig, mut rx: mpsc::Receiver<Value>) {
-    let tls = match client_tls() {
-        Ok(t) => Some(t),
+async fn deliver_all(
+    config: WebhookConfig,
+    signing: Option<SigningKey>,
+    mut rx: mpsc::Receiver<Value>,
+) {
+    let client = match client(config.timeout) {
+        Ok(c) => c,
         Err(e) => {
-            tracing::warn!(error = %e, "notify: no TLS trust roots; https:// webhooks will fail");
-            None
+            tracing::warn!(error = %e, "notify: the webhook client cannot be built; events are dropped");
+            return;
         }
     };
     while let Some(payload) = rx.recv().await {
@@ -106,7 +111,7 @@ async fn deliver_all(config: WebhookConfig, mut rx: mpsc::Receiver<Value>) {
         let event = payload["event"].as_str().unwrap_or("event").to_owned();
         let mut backoff = Duration::from_secs(1);
         for attempt in 0..=config.retries {
-            match post_once(&config.url, body.clone(), config.timeout, tls.as_ref()).await {
+            match post_once(&client, &config.url, body.clone(), signing.as_ref()).await {
                 Ok(()) => {
                     tracing::debug!(event, attempt, "notify: webhook delivered");
                     break;
@@ -125,7 +130,21 @@ async fn deliver_all(config: WebhookConfig, mut rx: mpsc::Receiver<Value>) {
     }
 }
 
-fn client_tls() -> Result<TlsConnector, String> {
+/// The webhook client: each attempt within `timeout` (connect, TLS, request and response),
+/// the proxy from `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` unless `NO_PROXY` exempts the host,
+/// no redirects (a moved webhook is a config error, not something to POST to blindly), and
+/// the system's trust roots over rustls with ring.
+pub fn client(timeout: Duration) -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .use_preconfigured_tls(client_tls())
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("cronstable/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+fn client_tls() -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     for cert in found.certs {
@@ -133,77 +152,43 @@ fn client_tls() -> Result<TlsConnector, String> {
         let _ = roots.add(cert);
     }
     if roots.is_empty() {
-        return Err(format!(
-            "no system trust roots found ({} errors)",
-            found.errors.len()
-        ));
+        tracing::warn!(
+            errors = found.errors.len(),
+            "notify: no system trust roots found; https:// webhooks will fail"
+        );
     }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(TlsConnector::from(Arc::new(config)))
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
 }
 
-/// One POST of `body` to `url`, within `timeout`.
+/// One POST of `body` to `url`, signed with `signing` when a key is configured.
 pub async fn post_once(
+    client: &reqwest::Client,
     url: &str,
     body: Bytes,
-    timeout: Duration,
-    tls: Option<&TlsConnector>,
+    signing: Option<&SigningKey>,
 ) -> Result<(), DeliveryError> {
-    tokio::time::timeout(timeout, post(url, body, tls))
-        .await
-        .map_err(|_| DeliveryError::Timeout(timeout))?
-}
-
-async fn post(url: &str, body: Bytes, tls: Option<&TlsConnector>) -> Result<(), DeliveryError> {
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| DeliveryError::Url(format!("{e}")))?;
-    let host = uri
-        .host()
-        .ok_or_else(|| DeliveryError::Url(format!("{url} has no host")))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let https = uri.scheme_str() == Some("https");
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .unwrap_or_else(|| host.clone());
-    let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let tcp = TcpStream::connect((host.as_str(), port))
-        .await
-        .map_err(|e| DeliveryError::Transport(format!("cannot connect to {authority}: {e}")))?;
-    let _ = tcp.set_nodelay(true);
-    let request = Request::post(path)
-        .header(header::HOST, authority.as_str())
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(
-            header::USER_AGENT,
-            concat!("cronstable/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Full::new(body))
-        .map_err(|e| DeliveryError::Url(e.to_string()))?;
-    let status = if https {
-        let tls = tls.ok_or_else(|| {
-            DeliveryError::Transport("https:// needs TLS trust roots, and none were found".into())
-        })?;
-        let name = rustls::pki_types::ServerName::try_from(host.clone())
-            .map_err(|e| DeliveryError::Url(format!("{host}: {e}")))?;
-        let stream = tls
-            .connect(name, tcp)
-            .await
-            .map_err(|e| DeliveryError::Transport(format!("TLS with {authority}: {e}")))?;
-        exchange(TokioIo::new(stream), request).await?
-    } else {
-        exchange(TokioIo::new(tcp), request).await?
-    };
+    let mut request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json");
+    if let Some(key) = signing {
+        for (name, value) in key.headers(crate::clock::now_ms() / 1000, &body) {
+            request = request.header(name, value);
+        }
+    }
+    let response = request.body(body).send().await.map_err(|e| {
+        if e.is_timeout() {
+            DeliveryError::Timeout
+        } else if e.is_builder() {
+            DeliveryError::Url(e.to_string())
+        } else {
+            DeliveryError::Transport(error_chain(&e))
+        }
+    })?;
+    let status = response.status();
     if status.is_success() {
         Ok(())
     } else {
@@ -211,19 +196,15 @@ async fn post(url: &str, body: Bytes, tls: Option<&TlsConnector>) -> Result<(), 
     }
 }
 
-async fn exchange<IO>(io: IO, request: Request<Full<Bytes>>) -> Result<StatusCode, DeliveryError>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| DeliveryError::Transport(format!("HTTP handshake: {e}")))?;
-    let driver = crate::spawn(conn);
-    let result = sender
-        .send_request(request)
-        .await
-        .map(|r| r.status())
-        .map_err(|e| DeliveryError::Transport(format!("request failed: {e}")));
-    driver.abort();
-    result
+/// An error with its causes, as one line: reqwest's own message alone says only "error
+/// sending request".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
 }

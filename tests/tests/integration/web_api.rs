@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan, cluster};
 use cronstable_tests::{
-    Coordinator, free_port, http, http_with, start_shim, wait_for, wait_for_state, webhook_receiver,
+    Coordinator, free_port, http, http_with, now_ms, start_shim, wait_for, wait_for_state,
+    webhook_receiver,
 };
 use serde_json::Value;
 
@@ -415,6 +416,76 @@ fn ntf_01_a_failed_run_is_posted_to_the_webhook_after_retries() {
         "{v}"
     );
     assert!(v["message"].as_str().unwrap().contains("exited 7"), "{v}");
+}
+
+/// With a signing key every delivery carries a timestamp and an HMAC-SHA256 over the
+/// timestamp, a dot and the body, which a receiver holding the key recomputes (README's
+/// recipe).
+#[test]
+fn a_signed_delivery_verifies_with_the_shared_key() {
+    let (url, deliveries) = cronstable_tests::webhook_deliveries(0);
+    let dir = tempfile::tempdir().unwrap();
+    let key = "3f8a1c0e9b7d4a6f2e5c8b1d0a9f7e6c";
+    std::fs::write(dir.path().join("webhook-key"), format!("{key}\n")).unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=broken seconds=true\n*/2 * * * * * exit 3\n",
+    );
+    let coordinator = coordinator_with(
+        dir.path(),
+        &format!(
+            "notify:\n  webhook:\n    url: {url}\n    events: [job_failure]\n    \
+             signingKey:\n      fromFile: {}\n",
+            dir.path().join("webhook-key").display()
+        ),
+    );
+    let _shim = start_shim(&tab, &coordinator.api, &[]);
+    let d = deliveries
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a signed job_failure delivery");
+    let timestamp = d.header("x-cronstable-timestamp").expect("a timestamp");
+    let at: i64 = timestamp.parse().unwrap();
+    assert!((at - now_ms() / 1000).abs() < 60, "{timestamp}");
+    let mut signed = format!("{timestamp}.").into_bytes();
+    signed.extend_from_slice(&d.body);
+    let expected = cronstable_coordinator::observe::signing::hmac_sha256(key.as_bytes(), &signed);
+    assert_eq!(
+        d.header("x-cronstable-signature"),
+        Some(format!("v1={}", hex_of(&expected)).as_str()),
+        "{d:?}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&d.body).unwrap();
+    assert_eq!(v["event"], "job_failure");
+}
+
+/// `HTTP_PROXY` carries the delivery: the webhook's host does not even resolve, the proxy (the
+/// receiver here) gets the request and answers it.
+#[test]
+fn a_webhook_goes_through_the_http_proxy_from_the_environment() {
+    let (proxy, deliveries) = cronstable_tests::webhook_deliveries(0);
+    let dir = tempfile::tempdir().unwrap();
+    let tab = crontab(
+        dir.path(),
+        "# cronstable: name=broken seconds=true\n*/2 * * * * * exit 3\n",
+    );
+    let mut program = std::process::Command::new(cronstable_tests::binary("cronstable"));
+    let proxy_root = proxy.trim_end_matches("/hook");
+    program.env("HTTP_PROXY", proxy_root).env("NO_PROXY", "");
+    let coordinator = Coordinator::start_named_in(
+        program,
+        dir.path(),
+        "coordinator",
+        "notify:\n  webhook:\n    url: http://webhook.invalid/hook\n    events: [job_failure]\n",
+    );
+    let _shim = start_shim(&tab, &coordinator.api, &[]);
+    let d = deliveries
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a delivery through the proxy");
+    assert_eq!(d.header("host"), Some("webhook.invalid"), "{d:?}");
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]
