@@ -169,7 +169,16 @@ fn judge(seen: &Seen, job: &str, from: i64, to: i64, step: i64) -> (usize, usize
     let runs = seen.get(job).unwrap_or(&empty);
     let first = (from + step - 1) / step * step;
     let instants: Vec<i64> = (first..=to).step_by(step as usize).collect();
-    let missed = instants.iter().filter(|t| !runs.contains_key(t)).count();
+    let missed_at: Vec<i64> = instants
+        .iter()
+        .copied()
+        .filter(|t| !runs.contains_key(t))
+        .collect();
+    if !missed_at.is_empty() {
+        // Unix seconds, to find in the coordinators' logs (which the run keeps in its dir).
+        eprintln!("{job}: missed instants {missed_at:?}");
+    }
+    let missed = missed_at.len();
     let doubled = instants
         .iter()
         .filter(|t| runs.get(t).is_some_and(|r| r.0 > 1))
@@ -187,7 +196,12 @@ fn main() {
     let minutes: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
     let backend = args.next().unwrap_or_else(|| "filesystem".to_owned());
     let catch_up = args.next().as_deref() != Some("plain");
-    let dir = tempfile::tempdir().unwrap();
+    // Kept after the run: the job's files and every coordinator's log.
+    let dir = tempfile::Builder::new()
+        .prefix("rolling-restarts-")
+        .tempdir()
+        .unwrap();
+    eprintln!("run directory: {}", dir.path().display());
     let (tab, out, log) = crontab(dir.path(), catch_up);
     let etcd = (backend == "etcd").then(Etcd::start);
     let mut nodes: Vec<Coordinator> = if backend == "gossip" {
@@ -221,6 +235,9 @@ fn main() {
         nodes[i].proc.signal(signal);
         shims[i].wait_exit();
         nodes[i].proc.wait_exit();
+        // Every process's log stays in the run's directory, to explain a miss afterwards.
+        let log = dir.path().join(format!("coordinator-{i}-{k:03}.log"));
+        std::fs::write(log, nodes[i].proc.log()).unwrap();
         let (config, api, web) = (nodes[i].config.clone(), nodes[i].api.clone(), nodes[i].web);
         nodes[i] = Coordinator::start_with(config, api, web);
         shims[i] = start_shim(&tab, &nodes[i].api, &[]);
@@ -232,6 +249,10 @@ fn main() {
     let to = now_ms() / 1000 - 2;
     let wait = if catch_up { 5 * 60 + 10 } else { 10 };
     std::thread::sleep(Duration::from_secs(wait));
+    for (i, node) in nodes.iter().enumerate() {
+        let log = dir.path().join(format!("coordinator-{i}-last.log"));
+        std::fs::write(log, node.proc.log()).unwrap();
+    }
     let seen = seen(&out);
     let mode = if catch_up { "all" } else { "none" };
     println!(
@@ -264,4 +285,8 @@ fn main() {
         "verdicts: {}; valid: {}",
         report["verdicts"], report["valid"]
     );
+    drop(nodes);
+    drop(etcd);
+    let kept = dir.keep();
+    eprintln!("kept {}", kept.display());
 }
