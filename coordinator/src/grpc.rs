@@ -223,10 +223,7 @@ impl Executor for ExecutorService {
             self.state.view.borrow().election,
             crate::cluster::Election::Off
         );
-        let gossip = matches!(
-            self.state.view.borrow().status.as_ref(),
-            crate::status::ClusterStatus::Gossip(_)
-        );
+        let gossip = self.state.on_gossip();
         let no_claims = self.state.records_store().is_none();
         let now = crate::clock::now_utc();
         let (mut jobs, mut warnings) = (Vec::new(), Vec::new());

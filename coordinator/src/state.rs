@@ -383,7 +383,7 @@ impl CoordinatorState {
     }
 
     /// Whether the backend is gossip (its view says so from its first round).
-    fn on_gossip(&self) -> bool {
+    pub(crate) fn on_gossip(&self) -> bool {
         matches!(
             self.view.borrow().status.as_ref(),
             crate::status::ClusterStatus::Gossip(_)
@@ -399,10 +399,7 @@ impl CoordinatorState {
         if answer.decision.verdict != cronstable_core::Verdict::Run {
             return answer;
         }
-        let before = self
-            .ledger
-            .ran_here(&firing.job)
-            .kind_at(firing.scheduled_at_ms);
+        let before = self.ledger.ran_kind_at(&firing.job, firing.scheduled_at_ms);
         match before {
             Some(kind) if kind != firing.kind => Answer {
                 decision: Decision::skip(cronstable_core::Reason::AlreadyRan),

@@ -185,8 +185,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_peer_that_falls_silent_or_restarts_settles_everything_until_then() {
+    /// Peer `a:1` pending at 0, then answering as process `a1` at 2 s, having run 1 s.
+    fn heard_a1_once() -> (Ledger, Heard) {
         let (ledger, mut heard) = (Ledger::new(), Heard::default());
         fold(
             &mut heard,
@@ -194,12 +194,14 @@ mod tests {
             &ledger,
             0,
         );
-        fold(
-            &mut heard,
-            &[row("a:1", "agreed", "a1", 2_000, Some(1_000))],
-            &ledger,
-            2_000,
-        );
+        let answering = [row("a:1", "agreed", "a1", 2_000, Some(1_000))];
+        fold(&mut heard, &answering, &ledger, 2_000);
+        (ledger, heard)
+    }
+
+    #[test]
+    fn a_peer_that_falls_silent_or_restarts_settles_everything_until_then() {
+        let (ledger, mut heard) = heard_a1_once();
         assert_eq!(ledger.settled_elsewhere("tick"), Some(1_000));
         fold(
             &mut heard,
@@ -273,19 +275,7 @@ mod tests {
 
     #[test]
     fn a_malformed_summary_from_a_reachable_peer_is_silence() {
-        let (ledger, mut heard) = (Ledger::new(), Heard::default());
-        fold(
-            &mut heard,
-            &[row("a:1", "pending", "", 0, None)],
-            &ledger,
-            0,
-        );
-        fold(
-            &mut heard,
-            &[row("a:1", "agreed", "a1", 2_000, Some(1_000))],
-            &ledger,
-            2_000,
-        );
+        let (ledger, mut heard) = heard_a1_once();
         let mut bad = row("a:1", "agreed", "a1", 7_000, None);
         bad.jobs = None; // reachable, but its summary did not parse
         fold(&mut heard, &[bad], &ledger, 7_000);

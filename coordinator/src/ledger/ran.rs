@@ -2,21 +2,42 @@
 //! part of catch-up on gossip, where no store holds per-firing claims.
 //!
 //! [`RanHere`] is read from a job's records: every instant this node answered RUN for or whose
-//! run started here. The records are a bounded ring, so it also says from when on they are
+//! run started here ([`newest_run`] and [`Ledger::ran_kind_at`] answer the two narrower
+//! questions of the run summary and the gate without copying the records). The records are a bounded ring, so it also says from when on they are
 //! complete; an instant before that is unknown and a caller must treat it as settled (a node
 //! that does not know does not run it again).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use cronstable_core::{FiringKind, Verdict};
 
 use super::{Event, Ledger, Record};
 
-/// The instants of one job this node answered RUN for or started, by nominal instant (Unix ms),
-/// each with the kind of the first such firing.
+/// Whether `record` says this node answered RUN for its firing or started its run.
+fn ran(record: &Record) -> bool {
+    matches!(
+        record.event,
+        Event::Decided {
+            verdict: Verdict::Run,
+            ..
+        } | Event::Started { .. }
+    )
+}
+
+/// The newest instant of a job's records (oldest first) that ran here, without copying them:
+/// what the gossip run summary reports.
+pub fn newest_run(records: &VecDeque<Record>) -> Option<i64> {
+    records
+        .iter()
+        .filter(|r| ran(r))
+        .map(|r| r.scheduled_at_ms)
+        .max()
+}
+
+/// The instants of one job this node answered RUN for or started (Unix ms).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RanHere {
-    runs: BTreeMap<i64, FiringKind>,
+    runs: BTreeSet<i64>,
     /// The ring was full: records of instants before this one were dropped.
     complete_from_ms: Option<i64>,
 }
@@ -24,19 +45,11 @@ pub struct RanHere {
 impl RanHere {
     /// Reads a job's records (oldest first), as [`Ledger::inspect`] hands them out.
     pub fn of(records: &VecDeque<Record>) -> Self {
-        let mut runs = BTreeMap::new();
-        for r in records {
-            let ran = matches!(
-                r.event,
-                Event::Decided {
-                    verdict: Verdict::Run,
-                    ..
-                } | Event::Started { .. }
-            );
-            if ran {
-                runs.entry(r.scheduled_at_ms).or_insert(r.kind);
-            }
-        }
+        let runs = records
+            .iter()
+            .filter(|r| ran(r))
+            .map(|r| r.scheduled_at_ms)
+            .collect();
         let complete_from_ms = (records.len() == Ledger::PER_JOB)
             .then(|| records.iter().map(|r| r.scheduled_at_ms).min())
             .flatten();
@@ -49,22 +62,7 @@ impl RanHere {
     /// Whether `at_ms` is settled here: it ran (or was answered RUN), or it lies before what
     /// the records still remember.
     pub fn settled(&self, at_ms: i64) -> bool {
-        self.runs.contains_key(&at_ms) || self.complete_from_ms.is_some_and(|from| at_ms < from)
-    }
-
-    /// The kind of the firing this node answered RUN for at `at_ms`, if any.
-    pub fn kind_at(&self, at_ms: i64) -> Option<FiringKind> {
-        self.runs.get(&at_ms).copied()
-    }
-
-    /// The newest instant that ran here before `before_ms`.
-    pub fn newest_before(&self, before_ms: i64) -> Option<i64> {
-        self.runs.range(..before_ms).next_back().map(|(&t, _)| t)
-    }
-
-    /// The newest instant that ran here.
-    pub fn newest(&self) -> Option<i64> {
-        self.runs.keys().next_back().copied()
+        self.runs.contains(&at_ms) || self.complete_from_ms.is_some_and(|from| at_ms < from)
     }
 }
 
@@ -72,6 +70,17 @@ impl Ledger {
     /// What ran here of `job` ([`RanHere`]).
     pub fn ran_here(&self, job: &str) -> RanHere {
         self.inspect(job, RanHere::of)
+    }
+
+    /// The kind of the first firing of `job` at `at_ms` this node answered RUN for or started,
+    /// if any: one scan of the job's records, no copy (it is on gossip's ShouldRun path).
+    pub fn ran_kind_at(&self, job: &str, at_ms: i64) -> Option<FiringKind> {
+        self.inspect(job, |records| {
+            records
+                .iter()
+                .find(|r| r.scheduled_at_ms == at_ms && ran(r))
+                .map(|r| r.kind)
+        })
     }
 
     /// Notes that every instant of `job` at or before `at_ms` is settled on other nodes (a
@@ -129,9 +138,9 @@ mod tests {
         let ran = ledger.ran_here("tick");
         assert!(ran.settled(1_000) && ran.settled(3_000));
         assert!(!ran.settled(2_000) && !ran.settled(500));
-        assert_eq!(ran.kind_at(3_000), Some(FiringKind::CatchUp));
-        assert_eq!(ran.newest_before(3_000), Some(1_000));
-        assert_eq!(ran.newest(), Some(3_000));
+        assert_eq!(ledger.ran_kind_at("tick", 3_000), Some(FiringKind::CatchUp));
+        assert_eq!(ledger.ran_kind_at("tick", 2_000), None);
+        assert_eq!(ledger.inspect("tick", newest_run), Some(3_000));
     }
 
     #[test]

@@ -101,8 +101,11 @@ fn run_state(
         }),
         _ => None,
     });
-    let ran_here = crate::ledger::ran::RanHere::of(records).newest();
-    (status.running, last, ran_here)
+    (
+        status.running,
+        last,
+        crate::ledger::ran::newest_run(records),
+    )
 }
 
 /// One summary as `GET /fleet` shows it (camelCase, like `GET /jobs`).
