@@ -360,6 +360,9 @@ impl Executor for ExecutorService {
             }
         };
         log_report(&req.job, req.scheduled_at_ms, &event);
+        self.state
+            .launch_reported(&req.job, req.scheduled_at_ms, &event)
+            .await;
         // A skip the executor decided itself (its previous run still going, too late) is a
         // firing it kept up with, as much as a question is.
         if let Some(job) = self.state.registry.current().get(&req.job) {

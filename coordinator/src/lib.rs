@@ -284,6 +284,7 @@ pub async fn run(
             Err(e) => Err(RunError::ServerPanicked(which, e.to_string())),
         };
     }
+    settle_launches(&state).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     state.close_watches();
@@ -319,6 +320,28 @@ fn say_goodbye(state: &CoordinatorState, next: Option<cronstable_core::mode::Ele
         generation = farewell.generation,
         "told executors which election mode to remember while this coordinator is away"
     );
+}
+
+/// At a graceful stop, before the servers and the lease go: the executors get a bounded moment
+/// to report the launches this node answered RUN for just before (a shim stopped with this
+/// coordinator hands its unlaunched RUN back, and its claim is given back while this node
+/// still holds the lease; see [`lease::launches`]).
+async fn settle_launches(state: &CoordinatorState) {
+    let due = state.launches.due_now(clock::now_ms());
+    if due == 0 {
+        return;
+    }
+    tracing::info!(
+        due,
+        "waiting for executors to launch or hand back the firings answered RUN just before this stop"
+    );
+    let left = state.launches.settle(lease::launches::STOP_WAIT).await;
+    if left > 0 {
+        tracing::warn!(
+            left,
+            "stopping with firings answered RUN whose launch was never reported: their claims stay"
+        );
+    }
 }
 
 /// The coordinator's tasks beside its servers and its backend.

@@ -153,6 +153,9 @@ pub struct CoordinatorState {
     next_request: Arc<AtomicU64>,
     /// Serialises gossip's stand-in for a firing claim (a ledger check, then the record).
     gossip_answers: Arc<tokio::sync::Mutex<()>>,
+    /// Claimed firings answered RUN whose launch was not reported yet, to give back a claim
+    /// whose RUN was never launched ([`crate::lease::launches`]).
+    pub launches: Arc<crate::lease::launches::Launches>,
     /// The election stamps this process hands its executors (cronstable_core::mode).
     stamps: Arc<Mutex<Stamps>>,
     /// When this coordinator started, its instance id and restart count.
@@ -180,6 +183,7 @@ impl CoordinatorState {
             watchers: Arc::default(),
             next_request: Arc::new(AtomicU64::new(1)),
             gossip_answers: Arc::default(),
+            launches: Arc::default(),
             stamps: Arc::new(Mutex::new(Stamps::new(
                 ElectionMode::Unknown,
                 crate::clock::now_ms(),
@@ -450,16 +454,20 @@ impl CoordinatorState {
         });
         match claimed {
             Ok(Claimed::Won) => {
-                let after = crate::gate::gate(&self.view.borrow(), set, firing, now.again())
+                let again = now.again();
+                let after = crate::gate::gate(&self.view.borrow(), set, firing, again)
                     .map_or(answer, |g| g.answer);
-                if after.decision.verdict != cronstable_core::Verdict::Run {
+                if after.decision.verdict == cronstable_core::Verdict::Run {
+                    self.launches.answered(mine, again.unix_ms);
+                } else {
                     tracing::warn!(
                         job,
                         scheduled_at_ms = firing.scheduled_at_ms,
-                        "this node stopped leading while it claimed the firing ({}); the claim \
-                         stands, so this firing runs on no node",
+                        "this node stopped leading while it claimed the firing ({}); giving the \
+                         claim back",
                         after.message
                     );
+                    self.give_back(store, &mine).await;
                 }
                 after
             }
@@ -480,6 +488,56 @@ impl CoordinatorState {
                     ..answer
                 }
             }
+        }
+    }
+
+    /// Gives back `claim`, which this node made and whose RUN was never launched (see
+    /// [`crate::lease::launches`]); one log line either way.
+    async fn give_back(
+        &self,
+        store: &crate::lease::records_store::RecordsStore,
+        claim: &crate::lease::claims::FiringClaim,
+    ) {
+        let (job, scheduled_at_ms) = (claim.job.as_str(), claim.scheduled_at_ms);
+        match store.release_claim(claim).await {
+            Ok(true) => {
+                self.metrics.firing_claim("given_back");
+                tracing::info!(
+                    job,
+                    scheduled_at_ms,
+                    "gave the firing's claim back: its RUN was never launched, so the instant \
+                     is not taken as run"
+                );
+            }
+            Ok(false) => tracing::info!(
+                job,
+                scheduled_at_ms,
+                "the firing's claim was not given back: the store no longer holds it as this \
+                 node's under its fence"
+            ),
+            Err(e) => tracing::warn!(
+                job,
+                scheduled_at_ms,
+                "could not give the firing's claim back ({e}): the instant stays taken as run"
+            ),
+        }
+    }
+
+    /// An executor reported the firing of `job` at `at_ms`: its launch no longer waits, and a
+    /// `not_launched` skip gives back the claim this node made for it.
+    pub async fn launch_reported(&self, job: &str, at_ms: i64, event: &crate::ledger::Event) {
+        let Some(claim) = self.launches.reported(job, at_ms) else {
+            return;
+        };
+        let not_launched = matches!(
+            event,
+            crate::ledger::Event::Skipped {
+                reason: Some(cronstable_core::Reason::NotLaunched),
+                ..
+            }
+        );
+        if let Some(store) = self.records_store().filter(|_| not_launched) {
+            self.give_back(&store, &claim).await;
         }
     }
 

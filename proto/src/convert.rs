@@ -276,6 +276,7 @@ pub fn reason_to_wire(reason: Reason) -> pb::Reason {
         Reason::Starting => pb::Reason::Starting,
         Reason::StartingDeadline => pb::Reason::StartingDeadline,
         Reason::NotCaughtUp => pb::Reason::NotCaughtUp,
+        Reason::NotLaunched => pb::Reason::NotLaunched,
     }
 }
 

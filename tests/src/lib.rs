@@ -209,14 +209,7 @@ pub fn status_kib(pid: u32, key: &str) -> u64 {
 /// as executor `late-asker`: a client that is not the job's shim (a gate, a retrying client).
 pub fn ask_scheduled(api: &str, job: &str, at_ms: i64) -> cronstable_proto::v1::ShouldRunResponse {
     use cronstable_proto::v1 as pb;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut client = pb::executor_client::ExecutorClient::connect(api.to_owned())
-            .await
-            .unwrap();
+    with_executor_client(api, |mut client| async move {
         client
             .should_run(pb::ShouldRunRequest {
                 executor_id: "late-asker".into(),
@@ -229,6 +222,50 @@ pub fn ask_scheduled(api: &str, job: &str, at_ms: i64) -> cronstable_proto::v1::
             .await
             .unwrap()
             .into_inner()
+    })
+}
+
+/// Reports, as [`ask_scheduled`]'s executor, that it launched nothing for the scheduled firing
+/// of `job` at `at_ms` (`not_launched`: it stopped between the RUN answer and the instant).
+pub fn report_not_launched(api: &str, job: &str, at_ms: i64) -> Result<(), tonic::Status> {
+    use cronstable_proto::v1 as pb;
+    with_executor_client(api, |mut client| async move {
+        client
+            .report_run(pb::ReportRunRequest {
+                executor_id: "late-asker".into(),
+                job: job.into(),
+                scheduled_at_ms: at_ms,
+                attempt: 1,
+                kind: pb::FiringKind::Scheduled as i32,
+                event: Some(pb::report_run_request::Event::Skipped(pb::RunSkipped {
+                    reason: pb::Reason::NotLaunched as i32,
+                    message: "stopped before the instant".into(),
+                })),
+            })
+            .await
+            .map(|_| ())
+    })
+}
+
+/// Runs `call` with an executor client of the coordinator at `api`, on a runtime of its own.
+fn with_executor_client<T, F>(
+    api: &str,
+    call: impl FnOnce(
+        cronstable_proto::v1::executor_client::ExecutorClient<tonic::transport::Channel>,
+    ) -> F,
+) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = cronstable_proto::v1::executor_client::ExecutorClient::connect(api.to_owned())
+            .await
+            .unwrap();
+        call(client).await
     })
 }
 

@@ -218,11 +218,15 @@ pub enum Reason {
     /// without `catchUp`, or a backend that keeps no claims (so it cannot know that nobody ran
     /// the instant).
     NotCaughtUp,
+    /// The executor stopped (or was stopping) between a RUN answer and the launch, so nothing
+    /// ran (executor-side). The coordinator that answered gives the firing's claim back, so
+    /// the instant is not taken as run: a successor or catch-up may still run it.
+    NotLaunched,
 }
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Self::ElectionOff,
         Self::Manual,
         Self::EveryNode,
@@ -241,6 +245,7 @@ impl Reason {
         Self::Starting,
         Self::StartingDeadline,
         Self::NotCaughtUp,
+        Self::NotLaunched,
     ];
 
     /// Stable snake_case code for JSON, metrics labels and logs.
@@ -264,6 +269,7 @@ impl Reason {
             Self::Starting => "starting",
             Self::StartingDeadline => "starting_deadline",
             Self::NotCaughtUp => "not_caught_up",
+            Self::NotLaunched => "not_launched",
         }
     }
 
@@ -298,6 +304,10 @@ impl Reason {
             Self::NotCaughtUp => {
                 "this coordinator does not catch this instant up: it is past the job's \
                  catchUpWindow, the job has no catchUp, or no firing claims are kept here"
+            }
+            Self::NotLaunched => {
+                "the executor stopped before it launched the run it was answered RUN for, so \
+                 nothing ran and the firing's claim is given back"
             }
         }
     }

@@ -96,6 +96,12 @@ pub enum Claimed {
     Taken(String),
 }
 
+/// Whether `stored` is `mine` for [`FiringClaimStore::release_claim`]: the same node under the
+/// same fence (the kind and the time written do not matter: it is this term's claim).
+pub fn is_mine(stored: &FiringClaim, mine: &FiringClaim) -> bool {
+    stored.node == mine.node && stored.fence == mine.fence
+}
+
 /// Judges what the store found against `mine`, the claim this node tried to create.
 pub fn judge(mine: &FiringClaim, write: ClaimWrite) -> Claimed {
     match write {
@@ -121,6 +127,14 @@ pub fn judge(mine: &FiringClaim, write: ClaimWrite) -> Claimed {
 pub trait FiringClaimStore: Send + 'static {
     /// Creates `claim`'s record unless one of its (job, instant) exists; atomic in the store.
     async fn create_claim(&mut self, claim: &FiringClaim) -> Result<ClaimWrite, LeaseError>;
+
+    /// Gives `claim` back: removes the record of its (job, instant) if it is still this one,
+    /// made by the same node under the same fence, and returns whether it did. A claim is given
+    /// back only when its RUN was never launched (the executor said so, or the holder stopped
+    /// leading while it wrote the claim), so the instant is not taken as run. Nobody else
+    /// removes a live claim and nobody can create one while it exists, so a read, a check and
+    /// a removal cannot lose a newer claim.
+    async fn release_claim(&mut self, claim: &FiringClaim) -> Result<bool, LeaseError>;
 
     /// Removes the claims of instants before `before_ms`; returns how many.
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError>;

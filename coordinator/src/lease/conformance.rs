@@ -435,7 +435,8 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
 
 /// Per-firing claims: the first claim of a firing is created and every later one finds it,
 /// whichever instance asks; of two racing claimers exactly one creates it; a claim outlives the
-/// instance that wrote it; pruning removes exactly the claims before its bound. Kubernetes
+/// instance that wrote it; pruning removes exactly the claims before its bound; a claim is given
+/// back only by the node and fence that made it. Kubernetes
 /// keeps no claims, so its store is not held to this.
 pub async fn firing_claims_once<H: Harness>(h: &H)
 where
@@ -514,4 +515,34 @@ where
             .unwrap()
             .is_empty()
     );
+    // Giving a claim back: only the node and fence that made it remove it, whoever else asks,
+    // and the instant is then free to claim again.
+    let other_fence = FiringClaim {
+        fence: "fence-b-later".into(),
+        ..odd.clone()
+    };
+    assert!(!c.release_claim(&claim("c", 180_000)).await.unwrap());
+    assert!(!b.release_claim(&other_fence).await.unwrap());
+    assert!(
+        !b.release_claim(&claim("b", 240_000)).await.unwrap(),
+        "nothing to give back"
+    );
+    let plain = FiringClaim {
+        catch_up: false,
+        ..odd.clone()
+    };
+    assert!(
+        c.release_claim(&plain).await.unwrap(),
+        "any instance gives back the claim of its node and fence, whichever kind made it"
+    );
+    assert!(!c.release_claim(&plain).await.unwrap(), "given back once");
+    assert_eq!(
+        c.claimed_between(180_000, 180_000).await.unwrap(),
+        Vec::<(String, i64)>::new()
+    );
+    let again = FiringClaim {
+        job: "nightly report/eu".into(),
+        ..claim("c", 180_000)
+    };
+    assert_eq!(c.create_claim(&again).await.unwrap(), ClaimWrite::Created);
 }

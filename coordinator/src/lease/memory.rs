@@ -305,6 +305,21 @@ impl FiringClaimStore for MemoryStore {
         .await
     }
 
+    async fn release_claim(&mut self, claim: &FiringClaim) -> Result<bool, LeaseError> {
+        self.on_store(|inner| {
+            let key = (claim.scheduled_at_ms, claim.job.clone());
+            let mine = inner
+                .claims
+                .get(&key)
+                .is_some_and(|c| crate::lease::claims::is_mine(c, claim));
+            if mine {
+                inner.claims.remove(&key);
+            }
+            mine
+        })
+        .await
+    }
+
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError> {
         self.on_store(|inner| {
             let before = inner.claims.len();

@@ -19,6 +19,7 @@ pub mod claims;
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
 pub mod driver;
+pub mod launches;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod reboot_records;

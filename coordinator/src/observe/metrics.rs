@@ -316,8 +316,9 @@ impl OpsSeries {
                 "cronstable_firing_claims_total",
                 "Per-firing claims this node tried before answering RUN for a scheduled Leader \
                  firing on a lease store, by result: won (created, or this holder's own), taken \
-                 (another claim holds the firing: answered SKIP already_ran) or failed (not \
-                 written: answered DEFER).",
+                 (another claim holds the firing: answered SKIP already_ran), failed (not \
+                 written: answered DEFER) or given_back (won, but its RUN was never launched: \
+                 removed again so the instant is not taken as run).",
                 &["result"],
             ),
         };

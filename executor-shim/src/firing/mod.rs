@@ -510,6 +510,11 @@ fn log(seq: &Sequence, note: Note) {
         ),
         Note::GaveUp { attempt, message } => tracing::warn!(job, attempt, "{message}"),
         Note::Deferred { reason } => tracing::debug!(job, reason = reason.code(), "deferred"),
+        Note::NotLaunched => tracing::info!(
+            job,
+            scheduled_at = %scheduled_at,
+            "not launched: the shim is stopping; handing the RUN back to the coordinator"
+        ),
         Note::StoppingPrevious => {
             tracing::info!(job, "stopping the previous run (concurrencyPolicy Replace)")
         }
@@ -558,10 +563,6 @@ async fn launch(
             },
         )
         .await;
-    let report = |event| {
-        ctx.coordinator
-            .report(&job.name, at_ms, kind, attempt, event)
-    };
     match result {
         Ok(outcome) => {
             tracing::info!(
@@ -572,24 +573,65 @@ async fn launch(
                 timed_out = outcome.timed_out,
                 "run finished"
             );
-            if let Err(e) = report(finished(&outcome)).await {
+            let report =
+                ctx.coordinator
+                    .report(&job.name, at_ms, kind, attempt, finished(&outcome));
+            if let Err(e) = report.await {
                 tracing::debug!(job = job.name, error = %e, "could not report a finish");
             }
             Some(outcome)
         }
-        Err(LaunchError::AlreadyRunning) => {
+        Err(e) => {
+            launched_nothing(ctx, job, (scheduled_at, kind, attempt, catch_up), e).await;
+            None
+        }
+    }
+}
+
+/// Says why an attempt answered RUN started nothing, to the log and the coordinator.
+async fn launched_nothing(
+    ctx: &FiringContext,
+    job: &JobSpec,
+    (scheduled_at, kind, attempt, _): Attempt,
+    error: LaunchError,
+) {
+    let at_ms = scheduled_at.timestamp_millis();
+    match error {
+        LaunchError::AlreadyRunning => {
             let msg = Reason::ConcurrencyPolicy.describe().to_owned();
             tracing::info!(job = job.name, scheduled_at = %scheduled_at, "skipped: {msg}");
             ctx.coordinator
                 .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
                 .await;
-            None
         }
-        Err(LaunchError::ShuttingDown) => None,
-        Err(LaunchError::Spawn(e)) => {
+        LaunchError::ShuttingDown => {
+            tracing::info!(
+                job = job.name,
+                scheduled_at = %scheduled_at,
+                "not launched: the shim is stopping; handing the RUN back to the coordinator"
+            );
+            ctx.coordinator
+                .report_skip_logged(
+                    &job.name,
+                    at_ms,
+                    kind,
+                    Reason::NotLaunched,
+                    step::NOT_LAUNCHED.to_owned(),
+                )
+                .await;
+        }
+        LaunchError::Spawn(e) => {
             tracing::error!(job = job.name, error = %e, "could not start /bin/sh");
-            let _ = report(not_started(&e.to_string())).await;
-            None
+            let _ = ctx
+                .coordinator
+                .report(
+                    &job.name,
+                    at_ms,
+                    kind,
+                    attempt,
+                    not_started_event(&e.to_string()),
+                )
+                .await;
         }
     }
 }
@@ -640,7 +682,7 @@ fn finished(outcome: &Outcome) -> pb::report_run_request::Event {
 
 /// The report of a run whose shell could not start: a run that ended without an exit code,
 /// with the reason as its output, so the ledger never shows a RUN decision with nothing after.
-fn not_started(why: &str) -> pb::report_run_request::Event {
+fn not_started_event(why: &str) -> pb::report_run_request::Event {
     let now = clock::now_ms();
     pb::report_run_request::Event::Finished(pb::RunFinished {
         started_at_ms: now,

@@ -17,7 +17,8 @@
 //!    (**Waiting** its `retry_after`, or for the coordinator's push for a one-shot, up to a
 //!    bound per kind), RUN.
 //! 3. **WaitingInstant**: the question went out [`super::LEAD`] early; the launch waits for the
-//!    instant (an answer that arrives after it launches at once).
+//!    instant (an answer that arrives after it launches at once). A shim that stops meanwhile
+//!    launches nothing and reports `not_launched`, so the coordinator gives the claim back.
 //! 4. **Running**; then done, or **BackingOff** and back to 1 for the next attempt.
 
 use std::sync::Arc;
@@ -46,6 +47,9 @@ pub const REBOOT_PATIENCE: Duration = Duration::from_secs(30);
 /// answered: the coordinator pushes `RunDeferred` over Watch as soon as the gate would decide
 /// it, so this is only the fallback for a push that could not be delivered.
 pub const REBOOT_DEFER_FALLBACK: Duration = Duration::from_secs(5);
+/// What a shim stopping between a RUN answer and the launch reports.
+pub const NOT_LAUNCHED: &str =
+    "the executor stopped between the RUN answer and the launch, so nothing ran";
 /// How long a one-shot decided here as SKIP waits before asking again, within its patience.
 const REBOOT_RETRY: Duration = Duration::from_secs(1);
 
@@ -197,6 +201,8 @@ pub enum Note {
     },
     /// Replace: stopping the previous run.
     StoppingPrevious,
+    /// The shim stopped with a RUN in hand before the instant: nothing launched.
+    NotLaunched,
     /// The attempt failed; the next one after `wait`.
     WillRetry {
         /// The next attempt.
@@ -321,6 +327,7 @@ impl Sequence {
             (Phase::WaitingInstant(answer), Event::Ready(f)) if !f.stopping => {
                 self.launch(answer, &f, &mut out);
             }
+            (Phase::WaitingInstant(_), Event::Ready(_)) => self.not_launched(&mut out),
             (Phase::Running, Event::Ran(ran)) => self.ran(ran, &mut out),
             // Shutting down in a wait ends the firing. Anything else is a shell that did not
             // do what the step asked: stop this firing rather than guess (a test holds every
@@ -441,7 +448,7 @@ impl Sequence {
                         });
                         self.phase = Phase::WaitingInstant(answer);
                     }
-                    _ if f.stopping => {}
+                    _ if f.stopping => self.not_launched(out),
                     _ => self.launch(answer, f, out),
                 }
             }
@@ -508,6 +515,18 @@ impl Sequence {
     fn wait(&mut self, wait: Duration, until_pushed: bool, out: &mut Vec<Action>) {
         out.push(Action::Pause { wait, until_pushed });
         self.phase = Phase::Waiting;
+    }
+
+    /// Step 3, cut short: the shim is stopping with a RUN in hand that it will not launch. It
+    /// says so, and the coordinator gives the firing's claim back, so the instant is not taken
+    /// as run (a successor or catch-up may still run it).
+    fn not_launched(&mut self, out: &mut Vec<Action>) {
+        out.push(Action::Log(Note::NotLaunched));
+        out.push(Action::ReportSkip {
+            kind: self.kind,
+            reason: Reason::NotLaunched,
+            message: NOT_LAUNCHED.to_owned(),
+        });
     }
 
     /// Step 3: the instant has come.

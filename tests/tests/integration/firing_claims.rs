@@ -12,6 +12,11 @@
 //! Red before the claims (and with the gate's claim effect taken out): the successor answered
 //! RUN about the instant its predecessor had already answered RUN for, and the gate ran the
 //! minute on both nodes.
+//!
+//! A claim whose RUN was never launched goes back: an executor that stops between the answer
+//! and the instant reports `not_launched`, and the holder removes its claim, even while it is
+//! stopping itself. Red before that: the claim stood, and the successor answered both instants
+//! SKIP `already_ran`, so they ran nowhere.
 
 use std::path::Path;
 use std::process::Command;
@@ -20,7 +25,7 @@ use std::time::Duration;
 use cronstable_proto::v1 as pb;
 use cronstable_tests::etcd::Etcd;
 use cronstable_tests::lease::{Store, backend_yaml, wait_one_leader};
-use cronstable_tests::{Coordinator, ask_scheduled, binary, now_ms};
+use cronstable_tests::{Coordinator, ask_scheduled, binary, now_ms, report_not_launched};
 
 /// The cron.d file every node loads: one Leader job with the default start deadline (90 s).
 const CRON_D: &str = "\
@@ -112,6 +117,75 @@ fn etcd_a_claimed_firing_is_not_run_again_after_a_handover() {
     let etcd = Etcd::start();
     let dir = tempfile::tempdir().unwrap();
     one_run_across_a_handover(dir.path(), &Store::Etcd(etcd.endpoint()));
+}
+
+/// A RUN that was never launched is not taken as run: the executor says so and the holder
+/// gives the claim back, whether the holder stays up or is stopping itself (a node restarted
+/// as a whole: its coordinator waits a moment for that report before it stops serving and
+/// hands its lease over). The successor then answers both instants RUN.
+fn a_run_never_launched_is_given_back(dir: &Path, store: &Store) {
+    let mut a = node(dir, "a", store);
+    assert_eq!(
+        wait_one_leader(&[a.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    let b = node(dir, "b", store);
+    // Asked a moment early, as a shim asks; the executor stops before the instant.
+    let first = (now_ms() / 1000 + 2) * 1000;
+    let (verdict, reason, message) = ask(&a.api, "report", first);
+    assert_eq!(
+        (verdict, reason),
+        (pb::Verdict::Run, pb::Reason::Leader),
+        "{message}"
+    );
+    report_not_launched(&a.api, "report", first).unwrap();
+    a.proc.wait_log("gave the firing's claim back");
+    // The whole node stops: the shim's report arrives after the coordinator's SIGTERM.
+    let second = first + 1_000;
+    let (verdict, reason, message) = ask(&a.api, "report", second);
+    assert_eq!(
+        (verdict, reason),
+        (pb::Verdict::Run, pb::Reason::Leader),
+        "{message}"
+    );
+    a.proc.signal(15);
+    a.proc
+        .wait_log("waiting for executors to launch or hand back the firings answered RUN");
+    report_not_launched(&a.api, "report", second).unwrap();
+    assert_eq!(a.proc.wait_exit(), Some(0), "{}", a.proc.log());
+    assert_eq!(
+        a.proc.log().matches("gave the firing's claim back").count(),
+        2,
+        "{}",
+        a.proc.log()
+    );
+    assert_eq!(
+        wait_one_leader(&[b.web], Duration::from_secs(15)).map(|(i, _)| i),
+        Some(0)
+    );
+    for at in [first, second] {
+        let (verdict, reason, message) = ask(&b.api, "report", at);
+        assert_eq!(
+            (verdict, reason),
+            (pb::Verdict::Run, pb::Reason::Leader),
+            "the instant {at} was never launched, so the successor runs it: {message}"
+        );
+    }
+}
+
+#[test]
+fn filesystem_a_run_never_launched_is_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    a_run_never_launched_is_given_back(dir.path(), &Store::Filesystem(store));
+}
+
+#[test]
+fn etcd_a_run_never_launched_is_given_back() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    a_run_never_launched_is_given_back(dir.path(), &Store::Etcd(etcd.endpoint()));
 }
 
 /// `cronstable-gate --verbose --schedule "* * * * *" report -- touch <dir>/ran-<tag>` against

@@ -101,6 +101,15 @@ impl RecordsStore {
         }
     }
 
+    /// Gives `claim` back if the store still holds it as this node's under its fence (see
+    /// [`FiringClaimStore::release_claim`]).
+    pub async fn release_claim(&self, claim: &FiringClaim) -> Result<bool, LeaseError> {
+        bounded("giving a claim back", async {
+            self.client.lock().await.release_claim(claim).await
+        })
+        .await
+    }
+
     /// The (job, instant) of every claim of an instant in `from_ms..=to_ms` (for catch-up).
     pub async fn claimed_between(
         &self,

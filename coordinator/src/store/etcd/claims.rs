@@ -52,6 +52,32 @@ impl FiringClaimStore for EtcdStore {
         ))
     }
 
+    async fn release_claim(&mut self, claim: &FiringClaim) -> Result<bool, LeaseError> {
+        let key = format!("{}{}", self.claims_at(claim.scheduled_at_ms), claim.job);
+        let mut client = self.client().await?;
+        let got = self
+            .request("reading a claim", client.get(key.clone(), None))
+            .await?;
+        let Some(kv) = got.kvs().first() else {
+            return Ok(false);
+        };
+        let mine = serde_json::from_slice::<FiringClaim>(kv.value())
+            .is_ok_and(|c| crate::lease::claims::is_mine(&c, claim));
+        if !mine {
+            return Ok(false);
+        }
+        // Deleted only as read: whatever happened to the key since is not undone.
+        let txn = Txn::new()
+            .when([Compare::mod_revision(
+                key.clone(),
+                CompareOp::Equal,
+                kv.mod_revision(),
+            )])
+            .and_then([TxnOp::delete(key, None)]);
+        let resp = self.request("giving a claim back", client.txn(txn)).await?;
+        Ok(resp.succeeded())
+    }
+
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError> {
         let (from, to) = (self.claims_prefix(), self.claims_at(before_ms));
         let mut client = self.client().await?;

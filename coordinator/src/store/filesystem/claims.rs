@@ -136,6 +136,28 @@ fn create(root: &Path, dir: &Path, claim: &FiringClaim) -> Result<ClaimWrite, Le
     linked
 }
 
+/// Removes `claim`'s file if it is still this node's under this fence (see
+/// [`FiringClaimStore::release_claim`]).
+fn release(dir: &Path, claim: &FiringClaim) -> Result<bool, LeaseError> {
+    let target = dir.join(file_name(&claim.job, claim.scheduled_at_ms));
+    let stored = match std::fs::read(&target) {
+        Ok(bytes) => serde_json::from_slice::<FiringClaim>(&bytes).ok(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(store_err("cannot read the claim", &target, e)),
+    };
+    if !stored.is_some_and(|c| crate::lease::claims::is_mine(&c, claim)) {
+        return Ok(false);
+    }
+    match std::fs::remove_file(&target) {
+        Ok(()) => {
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(store_err("cannot remove the claim", &target, e)),
+    }
+}
+
 /// Removes the claims of instants before `before_ms`, and temporary files a dead claimer left.
 fn prune(dir: &Path, before_ms: i64) -> Result<usize, LeaseError> {
     let entries = match std::fs::read_dir(dir) {
@@ -174,6 +196,11 @@ impl FiringClaimStore for FilesystemStore {
     async fn create_claim(&mut self, claim: &FiringClaim) -> Result<ClaimWrite, LeaseError> {
         let (root, dir, claim) = (self.root.clone(), self.claims_dir(), claim.clone());
         self.blocking(move || create(&root, &dir, &claim)).await
+    }
+
+    async fn release_claim(&mut self, claim: &FiringClaim) -> Result<bool, LeaseError> {
+        let (dir, claim) = (self.claims_dir(), claim.clone());
+        self.blocking(move || release(&dir, &claim)).await
     }
 
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError> {

@@ -162,16 +162,52 @@ fn an_answer_that_arrives_after_the_instant_launches_at_once() {
             "{late} ms"
         );
     }
-    // Stopping by then: nothing starts.
+    // Stopping by then: nothing starts, and the RUN is handed back.
     let stopping = Facts {
         stopping: true,
         ..Facts::quiet()
     };
     assert_eq!(
         s.step(Event::Answered(a, stopping), c.at(Duration::from_secs(1))),
-        []
+        not_launched(FiringKind::Scheduled)
     );
     assert_eq!(s.phase(), &Phase::Done);
+}
+
+/// What a sequence stopping with a RUN in hand does: one line, and the `not_launched` report
+/// that makes the coordinator give the claim back.
+fn not_launched(kind: FiringKind) -> [Action; 2] {
+    [
+        Action::Log(Note::NotLaunched),
+        Action::ReportSkip {
+            kind,
+            reason: Reason::NotLaunched,
+            message: super::NOT_LAUNCHED.to_owned(),
+        },
+    ]
+}
+
+#[test]
+fn a_shim_stopping_between_the_run_answer_and_the_instant_hands_the_run_back() {
+    let c = Clock::new();
+    let stopping = Event::Ready(Facts {
+        stopping: true,
+        ..Facts::quiet()
+    });
+    for kind in [FiringKind::Scheduled, FiringKind::CatchUp] {
+        let mut s = asking(job(ClusterPolicy::Leader), kind, &c);
+        let a = answer(Verdict::Run, Reason::Leader);
+        assert_eq!(
+            s.step(answered(a), c.at(Duration::from_millis(5))),
+            [pause(15)]
+        );
+        assert_eq!(
+            s.step(stopping.clone(), c.at(Duration::from_millis(8))),
+            not_launched(kind),
+            "{kind:?}"
+        );
+        assert_eq!(s.phase(), &Phase::Done);
+    }
 }
 
 #[test]
@@ -525,7 +561,10 @@ fn a_shutdown_ends_the_firing_in_every_wait() {
     // Waiting for the instant.
     let mut s = asking(job(ClusterPolicy::Leader), FiringKind::Scheduled, &c);
     s.step(answered(answer(Verdict::Run, Reason::Leader)), c.start());
-    assert_eq!(s.step(stopping(), c.at(Duration::from_millis(20))), []);
+    assert_eq!(
+        s.step(stopping(), c.at(Duration::from_millis(20))),
+        not_launched(FiringKind::Scheduled)
+    );
     assert_eq!(s.phase(), &Phase::Done);
     // Backing off before a retry.
     let mut s = asking(

@@ -51,6 +51,7 @@ class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REASON_STARTING: _ClassVar[Reason]
     REASON_STARTING_DEADLINE: _ClassVar[Reason]
     REASON_NOT_CAUGHT_UP: _ClassVar[Reason]
+    REASON_NOT_LAUNCHED: _ClassVar[Reason]
 
 class CatchUp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -104,6 +105,7 @@ REASON_ALREADY_RAN: Reason
 REASON_STARTING: Reason
 REASON_STARTING_DEADLINE: Reason
 REASON_NOT_CAUGHT_UP: Reason
+REASON_NOT_LAUNCHED: Reason
 CATCH_UP_UNSPECIFIED: CatchUp
 CATCH_UP_NONE: CatchUp
 CATCH_UP_LATEST: CatchUp

@@ -244,6 +244,8 @@ export enum Reason {
   REASON_STARTING_DEADLINE = 17,
   /** REASON_NOT_CAUGHT_UP - SKIP: a CATCH_UP firing this coordinator will not run (past the job's catchUpWindow, the job has no catchUp, or no claims are kept here) */
   REASON_NOT_CAUGHT_UP = 18,
+  /** REASON_NOT_LAUNCHED - executor-side: the executor stopped between a RUN answer and its launch, so nothing ran; the coordinator gives the firing's claim back */
+  REASON_NOT_LAUNCHED = 19,
   UNRECOGNIZED = -1,
 }
 
@@ -306,6 +308,9 @@ export function reasonFromJSON(object: any): Reason {
     case 18:
     case "REASON_NOT_CAUGHT_UP":
       return Reason.REASON_NOT_CAUGHT_UP;
+    case 19:
+    case "REASON_NOT_LAUNCHED":
+      return Reason.REASON_NOT_LAUNCHED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -353,6 +358,8 @@ export function reasonToJSON(object: Reason): string {
       return "REASON_STARTING_DEADLINE";
     case Reason.REASON_NOT_CAUGHT_UP:
       return "REASON_NOT_CAUGHT_UP";
+    case Reason.REASON_NOT_LAUNCHED:
+      return "REASON_NOT_LAUNCHED";
     case Reason.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
