@@ -287,7 +287,7 @@ impl Executor for ExecutorService {
         self.require_executor_of(&req.job, &req.executor_id, &req.instance_id)?;
         let answer = self
             .state
-            .should_run(&firing, Now::read())
+            .should_run_as(&firing, Now::read(), &req.executor_id)
             .await
             .ok_or_else(|| unknown_job(&req.job))?;
         Ok(Response::new(answer_to_wire(
@@ -361,7 +361,11 @@ impl Executor for ExecutorService {
         };
         log_report(&req.job, req.scheduled_at_ms, &event);
         self.state
-            .launch_reported(&req.job, req.scheduled_at_ms, &event)
+            .launch_reported(
+                (&req.job, req.scheduled_at_ms, kind),
+                &req.executor_id,
+                &event,
+            )
             .await;
         // A skip the executor decided itself (its previous run still going, too late) is a
         // firing it kept up with, as much as a question is.

@@ -156,6 +156,9 @@ pub struct CoordinatorState {
     /// Claimed firings answered RUN whose launch was not reported yet, to give back a claim
     /// whose RUN was never launched ([`crate::lease::launches`]).
     pub launches: Arc<crate::lease::launches::Launches>,
+    /// Held across a claim and its answer, and across giving a claim back: a re-ask answered
+    /// RUN from a claim cannot slip in between the check that nothing ran and the removal.
+    claiming: Arc<tokio::sync::Mutex<()>>,
     /// The election stamps this process hands its executors (cronstable_core::mode).
     stamps: Arc<Mutex<Stamps>>,
     /// When this coordinator started, its instance id and restart count.
@@ -184,6 +187,7 @@ impl CoordinatorState {
             next_request: Arc::new(AtomicU64::new(1)),
             gossip_answers: Arc::default(),
             launches: Arc::default(),
+            claiming: Arc::default(),
             stamps: Arc::new(Mutex::new(Stamps::new(
                 ElectionMode::Unknown,
                 crate::clock::now_ms(),
@@ -335,6 +339,12 @@ impl CoordinatorState {
     /// are not held up: they must run even while the store is unreachable (RBT-20), and their
     /// record follows on the driver's next round.
     pub async fn should_run(&self, firing: &Firing, now: Now) -> Option<Answer> {
+        self.should_run_as(firing, now, "").await
+    }
+
+    /// [`Self::should_run`], asked by the executor `asker` (whose report of the launch may give
+    /// the firing's claim back: [`crate::lease::launches`]).
+    pub async fn should_run_as(&self, firing: &Firing, now: Now, asker: &str) -> Option<Answer> {
         let set = self.registry.current();
         let gated = crate::gate::gate(&self.view.borrow(), &set, firing, now)?;
         let mut answer = gated.answer;
@@ -356,7 +366,8 @@ impl CoordinatorState {
                 }
                 Effect::ClaimFirst => match self.records_store() {
                     Some(store) => {
-                        answer = self.claim_first(&store, &set, firing, answer, now).await;
+                        let asked = (firing, asker);
+                        answer = self.claim_first(&store, &set, asked, answer, now).await;
                     }
                     None if self.on_gossip() => {
                         _answering = Some(self.gossip_answers.lock().await);
@@ -428,11 +439,12 @@ impl CoordinatorState {
         &self,
         store: &Arc<crate::lease::records_store::RecordsStore>,
         set: &crate::jobs::JobSet,
-        firing: &Firing,
+        (firing, asker): (&Firing, &str),
         answer: Answer,
         now: Now,
     ) -> Answer {
-        use crate::lease::claims::{Claimed, FiringClaim, judge, retention};
+        use crate::lease::claims::{ClaimWrite, Claimed, FiringClaim, judge, retention};
+        let _claiming = self.claiming.lock().await;
         let job = firing.job.as_str();
         let mine = FiringClaim {
             job: job.to_owned(),
@@ -443,10 +455,10 @@ impl CoordinatorState {
             catch_up: firing.kind == FiringKind::CatchUp,
         };
         let longest_deadline = || retention(set.jobs.values().map(|j| &j.spec));
-        let claimed = store
-            .claim(&mine, longest_deadline)
-            .await
-            .map(|w| judge(&mine, w));
+        let write = store.claim(&mine, longest_deadline).await;
+        // Created now: no answer of this node can rest on it yet, so it may be given back.
+        let created = matches!(write, Ok(ClaimWrite::Created));
+        let claimed = write.map(|w| judge(&mine, w));
         self.metrics.firing_claim(match &claimed {
             Ok(Claimed::Won) => "won",
             Ok(Claimed::Taken(_)) => "taken",
@@ -458,8 +470,8 @@ impl CoordinatorState {
                 let after = crate::gate::gate(&self.view.borrow(), set, firing, again)
                     .map_or(answer, |g| g.answer);
                 if after.decision.verdict == cronstable_core::Verdict::Run {
-                    self.launches.answered(mine, again.unix_ms);
-                } else {
+                    self.launches.answered(mine, asker, again.unix_ms);
+                } else if created {
                     tracing::warn!(
                         job,
                         scheduled_at_ms = firing.scheduled_at_ms,
@@ -523,20 +535,35 @@ impl CoordinatorState {
         }
     }
 
-    /// An executor reported the firing of `job` at `at_ms`: its launch no longer waits, and a
-    /// `not_launched` skip gives back the claim this node made for it.
-    pub async fn launch_reported(&self, job: &str, at_ms: i64, event: &crate::ledger::Event) {
-        let Some(claim) = self.launches.reported(job, at_ms) else {
+    /// The executor `reporter` reported `event` of the firing of `job` at `at_ms` (of `kind`):
+    /// its launch no longer waits, and a `not_launched` skip from every executor answered RUN
+    /// from the claim, with no run started, gives the claim back ([`crate::lease::launches`]).
+    /// Only a firing's first attempt is claimed, so only its reports count.
+    pub async fn launch_reported(
+        &self,
+        (job, at_ms, kind): (&str, i64, FiringKind),
+        reporter: &str,
+        event: &crate::ledger::Event,
+    ) {
+        use crate::lease::launches::Report;
+        use crate::ledger::Event;
+        if !matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp) {
             return;
-        };
-        let not_launched = matches!(
-            event,
-            crate::ledger::Event::Skipped {
+        }
+        let report = match event {
+            Event::Started { .. } | Event::Finished(_) => Report::Started,
+            Event::Skipped {
                 reason: Some(cronstable_core::Reason::NotLaunched),
                 ..
-            }
-        );
-        if let Some(store) = self.records_store().filter(|_| not_launched) {
+            } => Report::NotLaunched,
+            Event::Skipped { .. } => Report::Skipped,
+            Event::Decided { .. } | Event::HandedOff { .. } => return,
+        };
+        let _claiming = self.claiming.lock().await;
+        let Some(claim) = self.launches.reported(job, at_ms, reporter, report) else {
+            return;
+        };
+        if let Some(store) = self.records_store() {
             self.give_back(&store, &claim).await;
         }
     }

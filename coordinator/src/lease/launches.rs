@@ -11,10 +11,12 @@
 //!
 //! This table is what makes that possible and bounded:
 //!
-//! - [`Launches::answered`] keeps each claim answered RUN until its executor reports the run
-//!   started or skipped ([`Launches::reported`]), at most [`REMEMBERED`] after it was due and
-//!   at most [`MAX_WAITING`] at once: the claim to give back is the one this node made, with
-//!   its fence, never whichever claim the store holds now.
+//! - [`Launches::answered`] keeps each claim answered RUN, with every executor it was answered
+//!   to (a re-ask is answered RUN again), at most [`REMEMBERED`] after it was due and at most
+//!   [`MAX_WAITING`] at once: the claim to give back is the one this node made, with its
+//!   fence, never whichever claim the store holds now. [`Launches::reported`] gives it back
+//!   only when every executor answered RUN from it reported `not_launched` and no run of it
+//!   started; a start, or an executor's own skip, settles it for good.
 //! - At a graceful stop the coordinator waits, at most [`STOP_WAIT`], for the launches that are
 //!   due about now ([`Launches::settle`]) before it stops serving and gives up its lease: the
 //!   node's shim, stopped at the same moment, can then still hand its unlaunched RUN back. A
@@ -50,6 +52,23 @@ struct Waiting {
     claim: FiringClaim,
     /// When the launch is due (Unix ms): the instant, or the answer if that came later.
     due_ms: i64,
+    /// The executors answered RUN from this claim whose launch was not reported yet, once per
+    /// answer (a re-ask is answered RUN again).
+    askers: Vec<String>,
+    /// A run of it started, or an executor settled it otherwise (a skip of its own, such as
+    /// Forbid's): the claim is never given back.
+    settled: bool,
+}
+
+/// What an executor reported of a claimed firing, as far as giving its claim back goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// It started a run (or finished one).
+    Started,
+    /// It launched nothing and said so (`not_launched`).
+    NotLaunched,
+    /// It skipped the firing for a reason of its own: it is settled, not given back.
+    Skipped,
 }
 
 /// RUN answers of claimed firings waiting for their launch (see the module docs). Cheap to
@@ -67,40 +86,78 @@ impl Launches {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// `claim` was answered RUN at `now_ms`: keep it until its launch is reported.
-    pub fn answered(&self, claim: FiringClaim, now_ms: i64) {
+    /// `claim` was answered RUN to `asker` at `now_ms`: keep it until its launch is reported.
+    pub fn answered(&self, claim: FiringClaim, asker: &str, now_ms: i64) {
         let mut table = self.table();
         let forget_before = now_ms - REMEMBERED.as_millis() as i64;
         table.retain(|_, w| w.due_ms >= forget_before);
-        while table.len() >= MAX_WAITING {
+        let key = (claim.job.clone(), claim.scheduled_at_ms);
+        if !table.contains_key(&key) && table.len() >= MAX_WAITING {
             let oldest = table
                 .iter()
                 .min_by_key(|(_, w)| w.due_ms)
                 .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => table.remove(&k),
-                None => break,
-            };
+            if let Some(k) = oldest {
+                table.remove(&k);
+            }
         }
         let due_ms = claim.scheduled_at_ms.max(now_ms);
-        let key = (claim.job.clone(), claim.scheduled_at_ms);
-        table.insert(key, Waiting { claim, due_ms });
+        let entry = table.entry(key).or_insert_with(|| Waiting {
+            claim: claim.clone(),
+            due_ms,
+            askers: Vec::new(),
+            settled: false,
+        });
+        if entry.claim.fence != claim.fence || entry.claim.node != claim.node {
+            // Another term's claim of the same instant cannot be won again: a stale entry.
+            *entry = Waiting {
+                claim,
+                due_ms,
+                askers: Vec::new(),
+                settled: false,
+            };
+        }
+        entry.askers.push(asker.to_owned());
     }
 
-    /// The executor reported the firing of `job` at `at_ms` (started, finished or skipped):
-    /// it waits no more. Returns the claim this node made for it, if it still remembers one.
-    pub fn reported(&self, job: &str, at_ms: i64) -> Option<FiringClaim> {
-        let gone = self.table().remove(&(job.to_owned(), at_ms));
-        if gone.is_some() {
-            self.changed.notify_waiters();
+    /// `reporter` reported the firing of `job` at `at_ms`. Returns the claim to give back when
+    /// this was a `not_launched` from an executor answered RUN from it, and every executor
+    /// answered RUN from it said the same, and no run of it started: only then did nothing run.
+    pub fn reported(
+        &self,
+        job: &str,
+        at_ms: i64,
+        reporter: &str,
+        report: Report,
+    ) -> Option<FiringClaim> {
+        let key = (job.to_owned(), at_ms);
+        let mut table = self.table();
+        let entry = table.get_mut(&key)?;
+        let asked = entry.askers.iter().position(|a| a == reporter);
+        if let Some(i) = asked {
+            entry.askers.swap_remove(i);
         }
-        gone.map(|w| w.claim)
+        entry.settled |= report != Report::NotLaunched;
+        let give_back = report == Report::NotLaunched
+            && asked.is_some()
+            && !entry.settled
+            && entry.askers.is_empty();
+        let claim = give_back.then(|| entry.claim.clone());
+        if give_back {
+            table.remove(&key);
+        }
+        drop(table);
+        self.changed.notify_waiters();
+        claim
     }
 
     /// How many launches are due about `now_ms` and not reported (see [`DUE_WITHIN`]).
     pub fn due_now(&self, now_ms: i64) -> usize {
         let from = now_ms - DUE_WITHIN.as_millis() as i64;
-        self.table().values().filter(|w| w.due_ms >= from).count()
+        self.table()
+            .values()
+            .filter(|w| !w.settled && !w.askers.is_empty() && w.due_ms >= from)
+            .count()
     }
 
     /// Waits until no launch is due about now, or `bound` passed; returns how many still were.
@@ -144,38 +201,81 @@ mod tests {
     }
 
     #[test]
-    fn a_reported_launch_hands_back_the_claim_once() {
+    fn a_not_launched_report_hands_back_the_claim_once() {
         let l = Launches::default();
-        l.answered(claim("report", 60_000), 59_980);
+        l.answered(claim("report", 60_000), "shim", 59_980);
         assert_eq!(l.due_now(59_990), 1);
-        assert_eq!(l.reported("report", 60_000), Some(claim("report", 60_000)));
-        assert_eq!(l.reported("report", 60_000), None);
+        assert_eq!(
+            l.reported("report", 60_000, "shim", Report::NotLaunched),
+            Some(claim("report", 60_000))
+        );
+        assert_eq!(
+            l.reported("report", 60_000, "shim", Report::NotLaunched),
+            None
+        );
+        assert_eq!(l.due_now(59_990), 0);
+    }
+
+    #[test]
+    fn a_claim_is_not_given_back_while_any_run_of_it_may_have_started() {
+        let l = Launches::default();
+        // A started run settles it for good: a later not_launched of a re-ask gives nothing back.
+        l.answered(claim("a", 60_000), "shim", 59_980);
+        assert_eq!(l.reported("a", 60_000, "shim", Report::Started), None);
+        l.answered(claim("a", 60_000), "gate", 60_100);
+        assert_eq!(l.reported("a", 60_000, "gate", Report::NotLaunched), None);
+        // Two askers: only when both handed it back.
+        l.answered(claim("b", 60_000), "shim", 59_980);
+        l.answered(claim("b", 60_000), "gate", 59_990);
+        assert_eq!(l.reported("b", 60_000, "gate", Report::NotLaunched), None);
+        assert_eq!(l.due_now(59_990), 1, "the shim's launch is still due");
+        assert_eq!(
+            l.reported("b", 60_000, "shim", Report::NotLaunched),
+            Some(claim("b", 60_000))
+        );
+        // A reporter that was never answered RUN from the claim gives nothing back.
+        l.answered(claim("c", 60_000), "shim", 59_980);
+        assert_eq!(
+            l.reported("c", 60_000, "stranger", Report::NotLaunched),
+            None
+        );
+        // An executor's own skip (Forbid) settles it.
+        assert_eq!(l.reported("c", 60_000, "shim", Report::Skipped), None);
+        assert_eq!(l.reported("c", 60_000, "shim", Report::NotLaunched), None);
         assert_eq!(l.due_now(59_990), 0);
     }
 
     #[test]
     fn a_launch_is_due_from_its_answer_until_a_moment_after_its_instant() {
         let l = Launches::default();
-        l.answered(claim("report", 60_000), 59_980);
+        l.answered(claim("report", 60_000), "shim", 59_980);
         assert_eq!(l.due_now(59_000), 1);
         assert_eq!(l.due_now(61_000), 1);
         assert_eq!(l.due_now(61_001), 0);
         // An answer after the instant (a late question) is due from the answer.
-        l.answered(claim("late", 60_000), 65_000);
+        l.answered(claim("late", 60_000), "shim", 65_000);
         assert_eq!(l.due_now(66_000), 1);
     }
 
     #[test]
     fn old_and_surplus_answers_are_forgotten() {
         let l = Launches::default();
-        l.answered(claim("old", 0), 0);
-        l.answered(claim("new", 120_000), 120_000);
-        assert_eq!(l.reported("old", 0), None, "forgotten after REMEMBERED");
+        l.answered(claim("old", 0), "shim", 0);
+        l.answered(claim("new", 120_000), "shim", 120_000);
+        assert_eq!(
+            l.reported("old", 0, "shim", Report::NotLaunched),
+            None,
+            "forgotten after REMEMBERED"
+        );
         for at in 0..MAX_WAITING as i64 {
-            l.answered(claim("many", 200_000 + at), 200_000);
+            l.answered(claim("many", 200_000 + at), "shim", 200_000);
         }
         assert_eq!(l.table().len(), MAX_WAITING);
-        assert_eq!(l.reported("new", 120_000), None, "the oldest went first");
+        assert_eq!(
+            l.reported("new", 120_000, "shim", Report::NotLaunched),
+            None,
+            "the oldest went first"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -183,16 +283,16 @@ mod tests {
         let l = std::sync::Arc::new(Launches::default());
         assert_eq!(l.settle(STOP_WAIT).await, 0, "nothing due: no wait");
         let now = crate::clock::now_ms();
-        l.answered(claim("report", now + 60_000), now);
+        l.answered(claim("report", now + 60_000), "shim", now);
         let waiter = tokio::spawn({
             let l = l.clone();
             async move { l.settle(STOP_WAIT).await }
         });
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
-        l.reported("report", now + 60_000);
+        l.reported("report", now + 60_000, "shim", Report::Started);
         assert_eq!(waiter.await.unwrap(), 0);
-        l.answered(claim("silent", now + 60_000), now);
+        l.answered(claim("silent", now + 60_000), "shim", now);
         let started = tokio::time::Instant::now();
         assert_eq!(l.settle(STOP_WAIT).await, 1);
         assert!(started.elapsed() >= STOP_WAIT);

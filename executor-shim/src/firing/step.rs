@@ -520,7 +520,12 @@ impl Sequence {
     /// Step 3, cut short: the shim is stopping with a RUN in hand that it will not launch. It
     /// says so, and the coordinator gives the firing's claim back, so the instant is not taken
     /// as run (a successor or catch-up may still run it).
+    /// Only a firing's first question is claimed (a scheduled firing or a catch-up), so only
+    /// that one is handed back.
     fn not_launched(&mut self, out: &mut Vec<Action>) {
+        if !hands_back(self.kind) {
+            return;
+        }
         out.push(Action::Log(Note::NotLaunched));
         out.push(Action::ReportSkip {
             kind: self.kind,
@@ -566,6 +571,12 @@ impl Sequence {
         });
         self.phase = Phase::BackingOff;
     }
+}
+
+/// Whether a RUN of `kind` that the shim does not launch is reported `not_launched`: the kinds
+/// a coordinator claims before answering RUN.
+pub fn hands_back(kind: FiringKind) -> bool {
+    matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp)
 }
 
 /// The answer the shim gives itself when the coordinator gave none: the decision table's

@@ -227,8 +227,10 @@ impl Supervisor {
         .await;
         let (mut child, pid, started_at) = match spawned {
             Ok(r) => r?,
-            // The blocking pool is gone only while the runtime shuts down.
-            Err(_) => return Err(LaunchError::ShuttingDown),
+            // The blocking pool is gone only while the runtime shuts down; a panic in the
+            // spawn is a failed start, which may have started something.
+            Err(e) if e.is_cancelled() => return Err(LaunchError::ShuttingDown),
+            Err(e) => return Err(LaunchError::Spawn(std::io::Error::other(e.to_string()))),
         };
         on_started(pid, started_at);
         if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {

@@ -208,6 +208,32 @@ fn a_shim_stopping_between_the_run_answer_and_the_instant_hands_the_run_back() {
         );
         assert_eq!(s.phase(), &Phase::Done);
     }
+    // A retry is not claimed, so a retry's RUN is not handed back: it just does not start.
+    let mut s = asking(
+        job_with(ClusterPolicy::Leader, ConcurrencyPolicy::Allow, 2),
+        FiringKind::Scheduled,
+        &c,
+    );
+    let a = answer(Verdict::Run, Reason::Leader);
+    s.step(answered(a.clone()), c.at(Duration::from_millis(30)));
+    s.step(Event::Ran(Some(false)), c.at(Duration::from_secs(1)));
+    let retry = FiringKind::Retry { attempt: 2 };
+    assert_eq!(
+        s.step(ready(), c.at(Duration::from_secs(3))),
+        [ask(retry, 2)]
+    );
+    let stopping_now = Facts {
+        stopping: true,
+        ..Facts::quiet()
+    };
+    assert_eq!(
+        s.step(
+            Event::Answered(a, stopping_now),
+            c.at(Duration::from_secs(3))
+        ),
+        []
+    );
+    assert_eq!(s.phase(), &Phase::Done);
 }
 
 #[test]
