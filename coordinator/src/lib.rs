@@ -225,6 +225,7 @@ pub async fn run(
         .with_statsd(config.statsd.clone())
         .with_handoffs(manager.handoffs.clone())
         .with_records_store(manager.records_store.clone())
+        .with_certificates(config.cluster.as_ref())
         .reloadable();
     load_history_and_jobs(&config, &env, &node_name, &state).await?;
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -1018,10 +1018,12 @@ impl Supervisor {
             self.state.close_watches();
         }
         let (records_store, handoffs) = (next.records_store, next.handoffs.clone());
+        let certificates = Arc::new(crate::observe::certificates::configured(cluster.as_ref()));
         self.live.send_modify(|l| {
             *l = Arc::new(LiveHandles {
                 records_store,
                 handoffs,
+                certificates,
                 ..LiveHandles::clone(l)
             });
         });

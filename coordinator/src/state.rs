@@ -114,6 +114,8 @@ pub struct LiveHandles {
     pub records_store: Option<Arc<crate::lease::records_store::RecordsStore>>,
     /// The `statsd:` sender, when configured: sent every per-job run, duration and skip.
     pub statsd: Option<crate::observe::statsd::Statsd>,
+    /// The certificate files the cluster section names, whose expiry a scrape shows.
+    pub certificates: Arc<Vec<crate::observe::certificates::CertificateFile>>,
 }
 
 /// A receiver whose value never changes: its sender is dropped at once, and a watch receiver
@@ -238,6 +240,20 @@ impl CoordinatorState {
         store: Option<Arc<crate::lease::records_store::RecordsStore>>,
     ) -> Self {
         self.with_live(|l| l.records_store = store)
+    }
+
+    /// Shows when the certificate files `cluster` names expire.
+    pub fn with_certificates(
+        self,
+        cluster: Option<&crate::config::cluster::ClusterConfig>,
+    ) -> Self {
+        let files = Arc::new(crate::observe::certificates::configured(cluster));
+        self.with_live(|l| l.certificates = files)
+    }
+
+    /// The certificate files the latest cluster section names.
+    pub fn certificates(&self) -> Arc<Vec<crate::observe::certificates::CertificateFile>> {
+        self.live.borrow().certificates.clone()
     }
 
     /// Builder step: a copy of the current handles, changed by `change`, fixed from now on.

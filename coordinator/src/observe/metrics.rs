@@ -235,6 +235,7 @@ struct NowSeries {
     registry: Registry,
     next_fire: GaugeVec,
     is_owner: IntGaugeVec,
+    certificate_expiry: GaugeVec,
 }
 
 impl NowSeries {
@@ -256,7 +257,25 @@ impl NowSeries {
                  only. Summed across the cluster it is the number of owners.",
                 &["job", "policy"],
             ),
+            certificate_expiry: float_gauge_vec(
+                &registry,
+                "cronstable_tls_certificate_expiration_timestamp_seconds",
+                "When a TLS certificate file the config names stops being valid (Unix seconds), \
+                 read at each scrape: tls is cluster (the gossip mesh), observability or etcd; \
+                 file is cert (this node's certificate, the file's first) or ca (the bundle, \
+                 its latest). Absent for a file that cannot be read.",
+                &["tls", "file"],
+            ),
             registry,
+        }
+    }
+
+    fn set_certificates(&self, certificates: &[crate::observe::certificates::CertificateNow]) {
+        self.certificate_expiry.reset();
+        for c in certificates {
+            self.certificate_expiry
+                .with_label_values(&[c.tls, c.file])
+                .set(c.not_after_s as f64);
         }
     }
 
@@ -706,6 +725,11 @@ impl Metrics {
         out.push_str(&job_text);
         out.push_str(&encode(&m.now.registry));
         out
+    }
+
+    /// Shows `certificates` (read at this scrape) in the next render.
+    pub fn set_certificates(&self, certificates: &[crate::observe::certificates::CertificateNow]) {
+        self.inner.now.set_certificates(certificates);
     }
 
     /// The content type of [`Self::render`]'s output.

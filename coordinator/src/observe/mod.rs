@@ -2,10 +2,12 @@
 //! ([`metrics`]), leadership and quorum edges ([`events`]) sent to the `notify:` webhook
 //! ([`notify`]), and the per-job run summary ([`summary`]) with its next fire ([`next_fire`])
 //! that `GET /jobs`, the gossip `/peer` body and `GET /fleet` show, and this process's start,
-//! instance and restart count ([`process`]), and the machine's CPU and memory ([`host`]). The per-job figures also go to statsd
+//! instance and restart count ([`process`]), the machine's CPU and memory ([`host`]), and when
+//! the configured TLS certificates expire ([`certificates`]). The per-job figures also go to statsd
 //! ([`statsd`]). Everything here reads the
 //! view, the ledger and the job set; nothing here feeds a decision.
 
+pub mod certificates;
 pub mod events;
 pub mod host;
 pub mod metrics;

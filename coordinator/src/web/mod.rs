@@ -148,6 +148,12 @@ fn cluster_body(state: &CoordinatorState) -> serde_json::Value {
 /// `GET /metrics`: the Prometheus text exposition.
 async fn metrics(State(state): State<WebState>) -> Response {
     let jobs = jobs_now(&state, now_ms());
+    let files = state.core.certificates();
+    let certificates =
+        tokio::task::spawn_blocking(move || crate::observe::certificates::read(&files))
+            .await
+            .unwrap_or_default();
+    state.core.metrics.set_certificates(&certificates);
     let body = state
         .core
         .metrics

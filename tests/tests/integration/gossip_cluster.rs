@@ -165,6 +165,25 @@ fn gsp_40_three_nodes_elect_the_lowest_name_and_only_it_runs_leader_jobs() {
         .map(|(_, name)| name)
         .collect();
     assert_eq!(owners, [leader.as_str()]);
+    // When the mesh's certificate and CA expire, read from the files the config names.
+    let year_from_now = (cronstable_tests::now_ms() / 1000 + 365 * 86_400) as f64;
+    for node in &nodes {
+        let metrics = cronstable_tests::http(node.web, "GET", "/metrics")
+            .unwrap()
+            .body;
+        for file in ["cert", "ca"] {
+            let series = format!(
+                "cronstable_tls_certificate_expiration_timestamp_seconds{{file=\"{file}\",tls=\"cluster\"}} "
+            );
+            let at: f64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(series.as_str()))
+                .unwrap_or_else(|| panic!("no {series}in {metrics}"))
+                .parse()
+                .unwrap();
+            assert!(at > year_from_now, "{series}{at}");
+        }
+    }
     drop(shims);
 }
 
