@@ -544,3 +544,27 @@ fn state_store_etcd_needs_the_etcd_backend_and_no_path() {
     let file = config::parse("state:\n  store: file\n  path: /x\n", "c.yaml").unwrap();
     assert_eq!(file.config.state.store, config::StateStore::File);
 }
+
+#[test]
+fn leader_eligible_is_read_on_lease_backends_and_refused_on_gossip() {
+    let lease = |extra: &str| {
+        let text = format!(
+            "cluster:\n  backend: filesystem\n  nodeName: a\n{extra}  filesystem: {{path: /srv/cronstable}}\n"
+        );
+        config::parse(&text, "c.yaml")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .config
+            .cluster
+            .unwrap()
+    };
+    assert!(lease("").leader_eligible, "may lead by default");
+    assert!(!lease("  leaderEligible: false\n").leader_eligible);
+    let errors = parse_err("cluster:\n  backend: gossip\n  leaderEligible: false\n");
+    let text = errors.to_string();
+    assert!(
+        text.starts_with(
+            "c.yaml:3:3: cluster.leaderEligible: false is available on the lease backends"
+        ),
+        "{text}"
+    );
+}

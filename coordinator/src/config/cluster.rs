@@ -254,6 +254,10 @@ pub struct ClusterConfig {
     /// Run leader-gated jobs on the elected node only; default `false` (attestation only).
     /// Always `true` on a lease backend.
     pub elect_leader: bool,
+    /// Whether this node may lead (hold the lease, own Leader and PreferLeader jobs); default
+    /// `true`. A node with `false` still runs its EveryNode jobs and follows the holder; on a
+    /// lease backend it never campaigns. Not yet on gossip (refused at load).
+    pub leader_eligible: bool,
     /// Single leader or per-job owners; default single-leader. Spread is gossip-only.
     pub distribution: Distribution,
     /// The gossip mTLS `/peer` listener; no default. Required with gossip + electLeader.
@@ -293,6 +297,7 @@ impl Default for ClusterConfig {
             backend: Backend::Gossip,
             node_name: None,
             elect_leader: false,
+            leader_eligible: true,
             distribution: Distribution::SingleLeader,
             listen: None,
             tls: None,

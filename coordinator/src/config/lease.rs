@@ -22,6 +22,7 @@ pub(super) fn apply(ctx: &mut Ctx<'_>, c: &mut ClusterConfig, raw: &RawCluster) 
         );
     }
     c.elect_leader = true;
+    c.leader_eligible = raw.leader_eligible.unwrap_or(true);
     // CFG-52: a hard error, not a silent fallback to single-leader.
     if raw.distribution == Some(super::cluster::Distribution::Spread) {
         ctx.error(

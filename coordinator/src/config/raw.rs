@@ -85,6 +85,7 @@ pub(crate) struct RawCluster {
     pub(crate) backend: Option<Backend>,
     pub(crate) node_name: Option<String>,
     pub(crate) elect_leader: Option<bool>,
+    pub(crate) leader_eligible: Option<bool>,
     pub(crate) distribution: Option<Distribution>,
     pub(crate) listen: Option<String>,
     pub(crate) tls: Option<RawTls>,

@@ -30,6 +30,7 @@ pub struct LeaseBackend<S: LeaseStore + RebootRanStore> {
     store: S,
     node_name: String,
     records_store: Option<Arc<RecordsStore>>,
+    eligible: bool,
 }
 
 impl<S: LeaseStore + RebootRanStore> LeaseBackend<S> {
@@ -39,7 +40,15 @@ impl<S: LeaseStore + RebootRanStore> LeaseBackend<S> {
             store,
             node_name: node_name.into(),
             records_store: None,
+            eligible: true,
         }
+    }
+
+    /// Whether this node may hold the lease (`cluster.leaderEligible`): one that may not
+    /// never campaigns and only follows the holder.
+    pub fn with_leader_eligible(mut self, eligible: bool) -> Self {
+        self.eligible = eligible;
+        self
     }
 
     /// Reads and writes the @reboot records through `records_store`, a client of their own,
@@ -60,7 +69,8 @@ impl<S: LeaseStore + RebootRanStore> ClusterBackend for LeaseBackend<S> {
     }
 
     fn run(self: Box<Self>, ctx: BackendContext) -> Pin<Box<dyn Future<Output = ()> + Send>> {
-        Box::pin(drive(self.store, self.records_store, self.node_name, ctx))
+        let who = (self.node_name, self.eligible);
+        Box::pin(drive(self.store, self.records_store, who, ctx))
     }
 
     /// A round in flight, then the release, each bounded by the round timeout (ttl/3 on etcd
@@ -82,7 +92,7 @@ fn starting_view(me: &str, backend: &'static str) -> ClusterView {
 async fn drive<S: LeaseStore + RebootRanStore>(
     mut store: S,
     records_store: Option<Arc<RecordsStore>>,
-    me: String,
+    (me, eligible): (String, bool),
     ctx: BackendContext,
 ) {
     let BackendContext {
@@ -96,7 +106,7 @@ async fn drive<S: LeaseStore + RebootRanStore>(
     let mut records = super::reboot_records::RebootRecords::new();
     let timing = store.timing();
     let backend = store.backend_name();
-    let mut rounds = Rounds::new(me.clone(), backend, timing);
+    let mut rounds = Rounds::new(me.clone(), backend, timing).with_eligibility(eligible);
     if !prepare(&mut store, &me, &tx, &mut stop).await {
         return;
     }
@@ -367,6 +377,6 @@ pub fn spawn_with_overdue(
             drop(job_tx);
         }),
     };
-    let task = crate::spawn(drive(store, None, node_name.to_owned(), ctx));
+    let task = crate::spawn(drive(store, None, (node_name.to_owned(), true), ctx));
     (rx, stop_tx, task)
 }

@@ -68,6 +68,8 @@ pub(super) struct Rounds {
     timing: super::LeaseTiming,
     /// An executor here is overdue: this node only follows.
     standing_down: bool,
+    /// `cluster.leaderEligible`: a node that may not lead only ever follows.
+    eligible: bool,
 }
 
 /// Another holder's lease record as this node's reads saw it change.
@@ -90,10 +92,17 @@ struct Renewals {
 }
 
 impl Rounds {
+    /// Whether this node may hold the lease at all (`cluster.leaderEligible`).
+    pub(super) fn with_eligibility(mut self, eligible: bool) -> Self {
+        self.eligible = eligible;
+        self
+    }
+
     pub(super) fn new(me: String, backend: &'static str, timing: super::LeaseTiming) -> Self {
         Self {
             timing,
             standing_down: false,
+            eligible: true,
             me,
             backend,
             renewals: None,
@@ -302,6 +311,11 @@ impl Rounds {
                 .lease
                 .insert("storeVerified".into(), serde_json::Value::Bool(verified));
         }
+        if !self.eligible {
+            status
+                .lease
+                .insert("leaderEligible".into(), serde_json::Value::Bool(false));
+        }
         if let Some(r) = self.gate_renewals() {
             // Whether PreferLeader runs here because the holder stopped renewing.
             status
@@ -406,6 +420,8 @@ impl Rounds {
         now: Instant,
     ) -> Option<ClusterView> {
         match (behind, self.standing_down) {
+            // A node that may not lead holds nothing to give up and never campaigns.
+            (Some(_), false) if !self.eligible => self.standing_down = true,
             (Some(o), false) => {
                 self.standing_down = true;
                 tracing::warn!(
@@ -418,6 +434,7 @@ impl Rounds {
                     return Some(self.publish(now));
                 }
             }
+            (None, true) if !self.eligible => self.standing_down = false,
             (None, true) => {
                 self.standing_down = false;
                 tracing::info!(
@@ -434,7 +451,7 @@ impl Rounds {
     /// holder renews at the store's cadence; a follower looks more often, so a released lease
     /// is taken within [`FOLLOWER_ROUND`] rather than a whole `round_every` (LSE-08).
     pub(super) fn plan(&self, start: Instant) -> (Call, Instant) {
-        let call = if self.standing_down {
+        let call = if self.standing_down || !self.eligible {
             Call::Follow
         } else {
             Call::Campaign

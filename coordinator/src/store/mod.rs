@@ -47,7 +47,8 @@ pub fn for_cluster(
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(filesystem::FilesystemStore::new(fs, node_name), node_name)
-                        .with_records_store(Some(records_store.clone())),
+                        .with_records_store(Some(records_store.clone()))
+                        .with_leader_eligible(cluster.leader_eligible),
                 ),
                 records_store: Some(records_store),
                 handoffs: filesystem::handoff::FilesystemHandoffs::handoffs(fs),
@@ -62,7 +63,8 @@ pub fn for_cluster(
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(client(), node_name)
-                        .with_records_store(Some(records_store.clone())),
+                        .with_records_store(Some(records_store.clone()))
+                        .with_leader_eligible(cluster.leader_eligible),
                 ),
                 records_store: Some(records_store),
                 handoffs: etcd::handoff::EtcdHandoffs::handoffs(config, credentials.clone()),
@@ -76,10 +78,13 @@ pub fn for_cluster(
                 ..kubernetes::api::K8sEnv::default()
             };
             Some(Stores {
-                backend: Box::new(LeaseBackend::new(
-                    kubernetes::KubernetesStore::new(config, node_name, api_env.clone()),
-                    node_name,
-                )),
+                backend: Box::new(
+                    LeaseBackend::new(
+                        kubernetes::KubernetesStore::new(config, node_name, api_env.clone()),
+                        node_name,
+                    )
+                    .with_leader_eligible(cluster.leader_eligible),
+                ),
                 records_store: None,
                 handoffs: kubernetes::handoff::KubernetesHandoffs::handoffs(
                     config, node_name, api_env,

@@ -8,6 +8,7 @@
 //!   dropping it (RTY-02).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cronstable_tests::etcd::Etcd;
 use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
@@ -211,4 +212,56 @@ fn filesystem_rty_01_02_a_retry_defers_while_the_store_is_gone() {
         move || std::fs::rename(&s1, &a1).unwrap(),
         move || std::fs::rename(&away, &store).unwrap(),
     );
+}
+
+/// `cluster.leaderEligible: false` (issue 46, item 6, on the lease backends): such a node never
+/// takes the lease, not while another node holds it and not after that node stepped down and
+/// left it free; it says so in its lease block; a node that may lead takes it.
+fn a_node_that_may_not_lead_never_holds_the_lease(dir: &Path, store: &Store) {
+    let backend = cronstable_tests::lease::backend_yaml(store, TTL);
+    if let Store::Filesystem(path) = store {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    let node = |name: &str, eligible: bool| {
+        Coordinator::start_named(
+            dir,
+            name,
+            &format!("cluster:\n  nodeName: {name}\n  leaderEligible: {eligible}\n{backend}"),
+        )
+    };
+    let witness = node("a", false);
+    let mut holder = node("b", true);
+    assert_eq!(
+        wait_one_leader(&[witness.web, holder.web], PATIENCE).map(|(i, _)| i),
+        Some(1),
+        "only the eligible node leads"
+    );
+    let block = cronstable_tests::gossip::cluster(witness.web).unwrap();
+    assert_eq!(block["lease"]["leaderEligible"], false, "{block}");
+    // The holder stops gracefully and releases the lease: free for anyone to take at once.
+    holder.proc.signal(15);
+    assert_eq!(holder.proc.wait_exit(), Some(0), "{}", holder.proc.log());
+    // A follower takes a released lease within half a second; wait out a whole ttl and more
+    // (the lease's own bound) and the witness still does not hold it.
+    std::thread::sleep(Duration::from_secs(TTL + 2));
+    assert_eq!(cronstable_tests::lease::is_leader(witness.web), Some(false));
+    let c = node("c", true);
+    assert_eq!(
+        wait_one_leader(&[witness.web, c.web], PATIENCE).map(|(i, _)| i),
+        Some(1)
+    );
+}
+
+#[test]
+fn filesystem_a_node_that_may_not_lead_never_holds_the_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::Filesystem(dir.path().join("store"));
+    a_node_that_may_not_lead_never_holds_the_lease(dir.path(), &store);
+}
+
+#[test]
+fn etcd_a_node_that_may_not_lead_never_holds_the_lease() {
+    let etcd = Etcd::start();
+    let dir = tempfile::tempdir().unwrap();
+    a_node_that_may_not_lead_never_holds_the_lease(dir.path(), &Store::Etcd(etcd.endpoint()));
 }

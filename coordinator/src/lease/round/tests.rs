@@ -297,3 +297,33 @@ fn shutting_down_publishes_neither_a_leader_nor_a_quorum() {
         Some((false, false))
     );
 }
+
+/// `cluster.leaderEligible: false`: the node never campaigns, whatever happens, reads the
+/// holder like any follower, and says so in its lease block.
+#[test]
+fn a_node_that_may_not_lead_only_ever_follows() {
+    let t0 = Instant::now();
+    let mut r = Rounds::new("me".into(), "memory", TIMING).with_eligibility(false);
+    assert_eq!(r.plan(t0).0, Call::Follow);
+    r.on_round(round(t0, Call::Follow, observed(false, "other", None)));
+    assert!(!r.leads(t0));
+    let o = Overdue {
+        executor: "shim".into(),
+        job: "backup".into(),
+        due_ms: 0,
+    };
+    assert_eq!(r.on_overdue(Some(&o), t0), None);
+    assert_eq!(r.on_overdue(None, t0), None);
+    assert_eq!(
+        r.plan(t0).0,
+        Call::Follow,
+        "keeping up again is no reason to campaign"
+    );
+    let view = r.publish(t0);
+    let ClusterStatus::Lease(status) = view.status.as_ref() else {
+        panic!("a lease status");
+    };
+    assert_eq!(status.lease["leaderEligible"], false);
+    let eligible = Rounds::new("me".into(), "memory", TIMING);
+    assert_eq!(eligible.plan(t0).0, Call::Campaign);
+}
