@@ -98,6 +98,10 @@ pub struct GossipStatus {
     /// Leader firing pass unasked: which executor, job and instant.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub standing_down: Option<String>,
+    /// `cluster.leaderEligible`: false on a node that may never lead (it stands down from the
+    /// election for good). Shown only when false.
+    #[serde(skip_serializing_if = "is_true")]
+    pub leader_eligible: bool,
     /// One row per configured peer.
     pub peers: Vec<PeerRow>,
 }
@@ -121,7 +125,8 @@ pub struct PeerRow {
     /// Consecutive reachable-but-mismatched rounds.
     pub mismatch_streak: u32,
     /// The peer said in its last report that it stands down from the election (its executor
-    /// is overdue): it counts toward quorum but leads nothing. Absent when false.
+    /// is overdue, or it may not lead): it counts toward quorum but leads nothing. Absent
+    /// when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub standing_down: bool,
     /// The process instance the peer reported at its last successful poll; null while
@@ -195,6 +200,11 @@ impl LeaseStatus {
             peers: Vec::new(),
         }
     }
+}
+
+/// For `skip_serializing_if`: a flag shown only when it is false.
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 #[cfg(test)]

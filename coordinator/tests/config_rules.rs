@@ -546,7 +546,7 @@ fn state_store_etcd_needs_the_etcd_backend_and_no_path() {
 }
 
 #[test]
-fn leader_eligible_is_read_on_lease_backends_and_refused_on_gossip() {
+fn leader_eligible_is_read_on_every_backend_and_warned_of_without_election() {
     let lease = |extra: &str| {
         let text = format!(
             "cluster:\n  backend: filesystem\n  nodeName: a\n{extra}  filesystem: {{path: /srv/cronstable}}\n"
@@ -559,12 +559,24 @@ fn leader_eligible_is_read_on_lease_backends_and_refused_on_gossip() {
     };
     assert!(lease("").leader_eligible, "may lead by default");
     assert!(!lease("  leaderEligible: false\n").leader_eligible);
-    let errors = parse_err("cluster:\n  backend: gossip\n  leaderEligible: false\n");
-    let text = errors.to_string();
+    let gossip = |extra: &str| {
+        config::parse(
+            &format!(
+                "cluster:\n  nodeName: a\n  leaderEligible: false\n{extra}  listen: 127.0.0.1:8443\n  tls: {{ca: /c, cert: /c, key: /k}}\n  peers: [{{host: 127.0.0.2:8443}}, {{host: 127.0.0.3:8443}}]\n"
+            ),
+            "c.yaml",
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let elect = gossip("  electLeader: true\n");
+    assert!(!elect.config.cluster.unwrap().leader_eligible);
+    assert!(elect.warnings.is_empty(), "{:?}", elect.warnings);
+    let attest = gossip("");
     assert!(
-        text.starts_with(
-            "c.yaml:3:3: cluster.leaderEligible: false is available on the lease backends"
-        ),
-        "{text}"
+        attest.warnings.iter().any(|w| w.contains(
+            "c.yaml:3:3: cluster.leaderEligible: false has no effect without electLeader"
+        )),
+        "{:?}",
+        attest.warnings
     );
 }

@@ -300,15 +300,15 @@ fn cluster(ctx: &mut Ctx<'_>, raw: &RawCluster) -> ClusterConfig {
         super::lease::apply(ctx, &mut c, raw);
         return c;
     }
-    if raw.leader_eligible == Some(false) {
-        ctx.error(
-            "cluster.leaderEligible",
-            "false is available on the lease backends (etcd, kubernetes, filesystem) only: on \
-             gossip every agreeing member is a candidate; remove it or use a lease backend",
-        );
-    }
     let elect = raw.elect_leader.unwrap_or(false);
     c.elect_leader = elect;
+    c.leader_eligible = raw.leader_eligible.unwrap_or(true);
+    if !c.leader_eligible && !elect {
+        ctx.warn(
+            "cluster.leaderEligible",
+            "false has no effect without electLeader: no node leads, every node runs every job",
+        );
+    }
     c.distribution = raw.distribution.unwrap_or_default();
     let n = distinct + 1;
     if elect {

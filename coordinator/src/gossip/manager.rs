@@ -68,6 +68,8 @@ pub struct GossipSettings {
     pub connect_timeout: Duration,
     /// `cluster.electLeader`.
     pub elect_leader: bool,
+    /// `cluster.leaderEligible`: false makes this node stand down from the election for good.
+    pub leader_eligible: bool,
     /// `cluster.distribution`.
     pub distribution: Distribution,
     /// `cluster.observability` (the marker): gossip node CPU/memory in a header (GSP-112).
@@ -85,6 +87,7 @@ impl GossipSettings {
             drift_after: c.drift_after,
             connect_timeout: c.connect_timeout,
             elect_leader: c.elect_leader,
+            leader_eligible: c.leader_eligible,
             distribution: c.distribution,
             observability: matches!(c.observability, Some(ObservabilityConfig::Marker)),
         }
@@ -363,21 +366,26 @@ async fn timers(s: &GossipSettings) -> (tokio::time::Interval, tokio::time::Inte
     (rounds, rotation)
 }
 
-/// One log line when this node starts or stops standing down for an overdue executor.
-fn note_standing_down(standing_down: &mut bool, overdue: Option<&crate::liveness::Overdue>) {
-    if overdue.is_some() == *standing_down {
-        return;
+/// One log line when this node starts or stops standing down for an overdue executor; returns
+/// whether it does. (A node that may not lead, `leaderEligible: false`, stands down for good
+/// besides: nobody's candidate, its own report saying so first-hand, still in every quorum.)
+fn note_standing_down(
+    standing_down: &mut bool,
+    overdue: Option<&crate::liveness::Overdue>,
+) -> bool {
+    if overdue.is_some() != *standing_down {
+        *standing_down = overdue.is_some();
+        match overdue {
+            Some(o) => tracing::warn!(
+                "cluster: gossip: {o}; this node stands down from the election, so a node whose \
+                 executor keeps up leads"
+            ),
+            None => tracing::info!(
+                "cluster: gossip: this node's executors keep up again; standing for election"
+            ),
+        }
     }
-    *standing_down = overdue.is_some();
-    match overdue {
-        Some(o) => tracing::warn!(
-            "cluster: gossip: {o}; this node stands down from the election, so a node whose \
-             executor keeps up leads"
-        ),
-        None => tracing::info!(
-            "cluster: gossip: this node's executors keep up again; standing for election"
-        ),
-    }
+    *standing_down
 }
 
 /// The display-only data of each configured peer, in `settings.peers` order (GSP-110..112):
@@ -501,6 +509,7 @@ impl GossipBackend {
             observability: self.settings.observability,
             converging: election == Election::Starting,
             manager_error,
+            leader_eligible: self.settings.leader_eligible,
             interval: self.settings.interval,
             peers: self
                 .settings
@@ -593,8 +602,8 @@ impl GossipBackend {
             }
             refreshes.starting(refresh);
             let overdue = ctx.overdue.borrow_and_update().clone();
-            note_standing_down(&mut standing_down, overdue.as_ref());
-            state.set_standing_down(standing_down);
+            let stands_down = note_standing_down(&mut standing_down, overdue.as_ref());
+            state.set_standing_down(stands_down || !s.leader_eligible);
             let round_start = Instant::now();
             let deadline = peers.start(&client_tls, s, round_start).await;
             // A round can wait up to connectTimeout for a silent peer: a stop (shutdown, or a
@@ -779,6 +788,7 @@ impl GossipBackend {
             converging: rv.converging,
             manager_error: None,
             standing_down: overdue.filter(|_| me_standing).map(ToString::to_string),
+            leader_eligible: s.leader_eligible,
             peers,
         };
         ClusterView {

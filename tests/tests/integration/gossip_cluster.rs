@@ -570,3 +570,43 @@ fn gsp_90_a_peer_with_another_distribution_is_a_policy_conflict() {
     assert!(policies.contains("spread"), "{v}");
     nodes[0].proc.wait_log("coordination policy conflict");
 }
+
+/// `cluster.leaderEligible: false` on gossip (issue 46, item 6): n1, the name every node would
+/// elect, may not lead. It still attests and counts toward quorum, every node elects n2, and
+/// with n2 killed n3 leads, never n1: the two left are a quorum of three, and n1 in it.
+#[test]
+fn a_gossip_node_that_may_not_lead_counts_toward_quorum_and_is_never_elected() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ClusterFiles::write(dir.path(), &ClusterPlan::new(3, 121));
+    let n1 = &files.nodes[0].config;
+    let yaml = std::fs::read_to_string(n1).unwrap();
+    std::fs::write(n1, format!("{yaml}  leaderEligible: false\n")).unwrap();
+    let mut nodes: Vec<_> = (0..3).map(|i| files.start(i)).collect();
+    for node in &nodes {
+        wait_cluster("n2 elected", node, |v| {
+            leader_is(v, "n2")
+                && v["peers"]
+                    .as_array()
+                    .is_some_and(|p| p.iter().all(|r| r["status"] == "agreed"))
+        });
+    }
+    let own = cluster(nodes[0].web).unwrap();
+    assert_eq!(own["leader_eligible"], false, "{own}");
+    assert_eq!(own["is_leader"], false, "{own}");
+    let seen_by_n2 = cluster(nodes[1].web).unwrap();
+    let row = seen_by_n2["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["node_name"] == "n1")
+        .unwrap_or_else(|| panic!("n1 in n2's peers: {seen_by_n2}"));
+    assert_eq!(row["standing_down"], true, "{row}");
+    nodes[1].proc.signal(9);
+    nodes[1].proc.wait_exit();
+    for i in [0, 2] {
+        wait_cluster("n3 takes over, with n1 in its quorum", &nodes[i], |v| {
+            leader_is(v, "n3")
+        });
+    }
+    drop(nodes);
+}
