@@ -323,11 +323,14 @@ fn say_goodbye(state: &CoordinatorState, next: Option<cronstable_core::mode::Ele
     );
 }
 
-/// At a graceful stop, before the servers and the lease go: the executors get a bounded moment
+/// At a graceful stop, before the servers and the lease go: no firing is claimed any more (a
+/// question now is answered DEFER, so no RUN is handed out that could not be handed back), and
+/// the executors get a bounded moment
 /// to report the launches this node answered RUN for just before (a shim stopped with this
 /// coordinator hands its unlaunched RUN back, and its claim is given back while this node
 /// still holds the lease; see [`lease::launches`]).
 async fn settle_launches(state: &CoordinatorState) {
+    state.stop_claiming().await;
     let due = state.launches.due_now(clock::now_ms());
     if due == 0 {
         return;

@@ -161,6 +161,9 @@ pub struct CoordinatorState {
     /// Held across a claim and its answer, and across giving a claim back: a re-ask answered
     /// RUN from a claim cannot slip in between the check that nothing ran and the removal.
     claiming: Arc<tokio::sync::Mutex<()>>,
+    /// Set when a graceful stop begins: no firing is claimed (answered RUN) after it, so every
+    /// RUN whose launch the stop waits for was answered before ([`Self::stop_claiming`]).
+    claims_closed: Arc<std::sync::atomic::AtomicBool>,
     /// The election stamps this process hands its executors (cronstable_core::mode).
     stamps: Arc<Mutex<Stamps>>,
     /// When this coordinator started, its instance id and restart count.
@@ -190,6 +193,7 @@ impl CoordinatorState {
             gossip_answers: Arc::default(),
             launches: Arc::default(),
             claiming: Arc::default(),
+            claims_closed: Arc::default(),
             stamps: Arc::new(Mutex::new(Stamps::new(
                 ElectionMode::Unknown,
                 crate::clock::now_ms(),
@@ -462,6 +466,20 @@ impl CoordinatorState {
         use crate::lease::claims::{ClaimWrite, Claimed, FiringClaim, judge, retention};
         let _claiming = self.claiming.lock().await;
         let job = firing.job.as_str();
+        if self
+            .claims_closed
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            // A RUN answered now could not be handed back: the stop is about to end the API.
+            return Answer {
+                decision: Decision::defer(cronstable_core::Reason::ConvergenceHold),
+                message: "this coordinator is stopping and claims no more firings; asked \
+                          again, the next lease holder answers"
+                    .to_owned(),
+                fence: None,
+                ..answer
+            };
+        }
         let mine = FiringClaim {
             job: job.to_owned(),
             scheduled_at_ms: firing.scheduled_at_ms,
@@ -517,6 +535,14 @@ impl CoordinatorState {
                 }
             }
         }
+    }
+
+    /// A graceful stop begins: claim no more firings (a claimed firing is answered DEFER from
+    /// now on), once any claim in progress is done.
+    pub async fn stop_claiming(&self) {
+        let _claiming = self.claiming.lock().await;
+        self.claims_closed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Gives back `claim`, which this node made and whose RUN was never launched (see

@@ -151,6 +151,11 @@ fn a_run_never_launched_is_given_back(dir: &Path, store: &Store) {
     a.proc.signal(15);
     a.proc
         .wait_log("waiting for executors to launch or hand back the firings answered RUN");
+    // A question that reaches the stopping holder now is not answered RUN: a RUN it handed
+    // out this late could not be handed back before it stops.
+    let third = second + 1_000;
+    let (verdict, _, message) = ask(&a.api, "report", third);
+    assert_eq!(verdict, pb::Verdict::Defer, "{message}");
     report_not_launched(&a.api, "report", second).unwrap();
     assert_eq!(a.proc.wait_exit(), Some(0), "{}", a.proc.log());
     assert_eq!(
@@ -163,7 +168,7 @@ fn a_run_never_launched_is_given_back(dir: &Path, store: &Store) {
         wait_one_leader(&[b.web], Duration::from_secs(15)).map(|(i, _)| i),
         Some(0)
     );
-    for at in [first, second] {
+    for at in [first, second, third] {
         let (verdict, reason, message) = ask(&b.api, "report", at);
         assert_eq!(
             (verdict, reason),
