@@ -121,7 +121,7 @@ pub fn gate(view: &ClusterView, set: &JobSet, firing: &Firing, now: Now) -> Opti
         effects.push(Effect::RecordOneShotFirst);
     }
     if answer.decision.verdict == Verdict::Run
-        && matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp)
+        && kind.is_claimed()
         && policy == ClusterPolicy::Leader
     {
         effects.push(Effect::ClaimFirst);

@@ -589,7 +589,7 @@ impl CoordinatorState {
     ) {
         use crate::lease::launches::Report;
         use crate::ledger::Event;
-        if !matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp) {
+        if !kind.is_claimed() {
             return;
         }
         let report = match event {
@@ -601,7 +601,12 @@ impl CoordinatorState {
             Event::Skipped { .. } => Report::Skipped,
             Event::Decided { .. } | Event::HandedOff { .. } => return,
         };
-        let _claiming = self.claiming.lock().await;
+        // Only a hand-back removes a claim, so only it waits for a claim in progress; a start
+        // or a skip settles the table entry on its own.
+        let _claiming = match report {
+            Report::NotLaunched => Some(self.claiming.lock().await),
+            Report::Started | Report::Skipped => None,
+        };
         let Some(claim) = self.launches.reported(job, at_ms, reporter, report) else {
             return;
         };

@@ -68,6 +68,13 @@ pub enum FiringKind {
 }
 
 impl FiringKind {
+    /// Whether a Leader firing of this kind is claimed before it is answered RUN (on the lease
+    /// stores that keep claims): a nominal instant's first attempt, scheduled or caught up. So
+    /// it is also the kind whose unlaunched RUN an executor hands back (`not_launched`).
+    pub fn is_claimed(self) -> bool {
+        matches!(self, Self::Scheduled | Self::CatchUp)
+    }
+
     /// Stable snake_case code for JSON, ledger lines and metric labels.
     pub fn code(self) -> &'static str {
         match self {

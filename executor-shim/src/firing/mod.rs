@@ -604,7 +604,7 @@ async fn launched_nothing(
                 .report_skip_logged(&job.name, at_ms, kind, Reason::ConcurrencyPolicy, msg)
                 .await;
         }
-        LaunchError::ShuttingDown if !step::hands_back(kind) => {}
+        LaunchError::ShuttingDown if !kind.is_claimed() => {}
         LaunchError::ShuttingDown => {
             tracing::info!(
                 job = job.name,

@@ -523,7 +523,7 @@ impl Sequence {
     /// Only a firing's first question is claimed (a scheduled firing or a catch-up), so only
     /// that one is handed back.
     fn not_launched(&mut self, out: &mut Vec<Action>) {
-        if !hands_back(self.kind) {
+        if !self.kind.is_claimed() {
             return;
         }
         out.push(Action::Log(Note::NotLaunched));
@@ -571,12 +571,6 @@ impl Sequence {
         });
         self.phase = Phase::BackingOff;
     }
-}
-
-/// Whether a RUN of `kind` that the shim does not launch is reported `not_launched`: the kinds
-/// a coordinator claims before answering RUN.
-pub fn hands_back(kind: FiringKind) -> bool {
-    matches!(kind, FiringKind::Scheduled | FiringKind::CatchUp)
 }
 
 /// The answer the shim gives itself when the coordinator gave none: the decision table's
