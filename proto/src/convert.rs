@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::v1 as pb;
 use cronstable_core::catch_up::{CatchUp, CatchUpKeys, CatchUpPolicy, policy_from};
+use cronstable_core::expect::{Expectation, expectation_from};
 use cronstable_core::mode::{ElectionMode, ElectionStamp};
 use cronstable_core::schedule::Schedule;
 use cronstable_core::{
@@ -99,9 +100,25 @@ pub fn job_from_wire(def: pb::JobDefinition, index: usize) -> Result<JobSpec, Fi
         (def.starting_deadline_ms > 0).then(|| Duration::from_millis(def.starting_deadline_ms));
     let catch_up = catch_up_from_wire(&def, &schedule, cluster_policy, starting_deadline)
         .map_err(|(key, why)| bad(at(key), format!("job {:?}: {why}", def.name)))?;
+    let expect = expectation_from(
+        Expectation {
+            complete_within: millis(def.expect_complete_within_ms),
+            max_duration: millis(def.expect_max_duration_ms),
+        },
+        &schedule,
+    )
+    .map_err(|problems| {
+        let (key, why) = problems.into_iter().next().unwrap_or_default();
+        let field = match key {
+            "expect.maxDuration" => "expect_max_duration_ms",
+            _ => "expect_complete_within_ms",
+        };
+        bad(at(field), format!("job {:?}: {why}", def.name))
+    })?;
     Ok(JobSpec {
         cluster_policy,
         catch_up,
+        expect,
         concurrency_policy: concurrency_from_wire(
             def.concurrency_policy,
             &at("concurrency_policy"),
@@ -159,6 +176,11 @@ fn catch_up_from_wire(
     })
 }
 
+/// A wire duration in milliseconds, 0 meaning unset.
+fn millis(ms: u64) -> Option<Duration> {
+    (ms > 0).then(|| Duration::from_millis(ms))
+}
+
 /// The wire form of a domain job (used by executors when they register).
 pub fn job_to_wire(job: &JobSpec) -> pb::JobDefinition {
     pb::JobDefinition {
@@ -178,6 +200,14 @@ pub fn job_to_wire(job: &JobSpec) -> pb::JobDefinition {
         } as i32,
         catch_up_window_ms: job.catch_up.map_or(0, |c| c.window.as_millis() as u64),
         catch_up_limit: job.catch_up.map_or(0, |c| c.limit),
+        expect_complete_within_ms: job
+            .expect
+            .and_then(|e| e.complete_within)
+            .map_or(0, |d| d.as_millis() as u64),
+        expect_max_duration_ms: job
+            .expect
+            .and_then(|e| e.max_duration)
+            .map_or(0, |d| d.as_millis() as u64),
         retries: job.retry.retries,
         retry_backoff_ms: job.retry.backoff.as_millis() as u64,
         retry_backoff_max_ms: job.retry.max_backoff.as_millis() as u64,
@@ -388,6 +418,20 @@ mod tests {
         };
         job.concurrency_policy = ConcurrencyPolicy::Forbid;
         assert_eq!(job_from_wire(job_to_wire(&job), 0).unwrap(), job);
+        job.expect = Some(Expectation {
+            complete_within: Some(Duration::from_secs(900)),
+            max_duration: None,
+        });
+        assert_eq!(job_from_wire(job_to_wire(&job), 0).unwrap(), job);
+    }
+
+    #[test]
+    fn a_bad_expectation_names_its_wire_field() {
+        let mut def = job_to_wire(&JobSpec::new("x", "@reboot", "true"));
+        def.expect_complete_within_ms = 60_000;
+        let err = job_from_wire(def, 1).unwrap_err();
+        assert_eq!(err.field, "jobs[1].expect_complete_within_ms");
+        assert!(err.reason.contains("@reboot"), "{err}");
     }
 
     #[test]

@@ -52,6 +52,13 @@ export interface Job {
   catchUp?: CatchUp;
   catchUpWindowMs?: number;
   catchUpLimit?: number;
+  /**
+   * What every firing is expected to do, judged once for the cluster on the job's owner: a run
+   * succeeded within `expectCompleteWithinMs` of the instant (else "missed"), and none ran
+   * longer than `expectMaxDurationMs` (else "too_long"). Unset for none.
+   */
+  expectCompleteWithinMs?: number;
+  expectMaxDurationMs?: number;
 }
 
 export function jobToWire(job: Job): pb.JobDefinition {
@@ -72,6 +79,8 @@ export function jobToWire(job: Job): pb.JobDefinition {
     catchUp: job.catchUp ?? CatchUp.CATCH_UP_UNSPECIFIED,
     catchUpWindowMs: job.catchUpWindowMs ?? 0,
     catchUpLimit: job.catchUpLimit ?? 0,
+    expectCompleteWithinMs: job.expectCompleteWithinMs ?? 0,
+    expectMaxDurationMs: job.expectMaxDurationMs ?? 0,
   };
 }
 

@@ -37,7 +37,8 @@
 //! `retries` (at most [`MAX_RETRIES`]), `retryBackoff`, `retryBackoffMax`,
 //! `concurrencyPolicy` (`Allow|Forbid|Replace`), `startingDeadline` (how late a firing may
 //! still start, default 90s), `catchUp` (`none|latest|all`), `catchUpWindow`, `catchUpLimit`
-//! (see [`crate::catch_up`]) and `seconds` (`true|false`). Durations use
+//! (see [`crate::catch_up`]), `expect.completeWithin` and `expect.maxDuration` (see
+//! [`crate::expect`]) and `seconds` (`true|false`). Durations use
 //! [`crate::duration`], as the YAML job file does, and unset keys take the job file's
 //! defaults. An unknown key, a repeated key or a bad value is an error on the annotation line,
 //! and the job below it is then not loaded (an error on its line says so) rather than loaded
@@ -137,13 +138,14 @@ struct Annotation {
     concurrency: Option<ConcurrencyPolicy>,
     starting_deadline: Option<Duration>,
     catch_up: CatchUpKeys,
+    expect: crate::expect::Expectation,
     seconds: bool,
 }
 
 /// The annotation keys, for the unknown-key error.
 const KEYS: &str = "name, clusterPolicy, timeout, retries, retryBackoff, retryBackoffMax, \
                     concurrencyPolicy, startingDeadline, catchUp, catchUpWindow, catchUpLimit, \
-                    seconds";
+                    expect.completeWithin, expect.maxDuration, seconds";
 
 impl Annotation {
     /// Adds one annotation line's `key=value` words; the problems found, if any.
@@ -199,6 +201,8 @@ impl Annotation {
                 Ok(n) => self.catch_up.limit = Some(n),
                 Err(_) => return Err("expected a whole number".into()),
             },
+            "expect.completeWithin" => self.expect.complete_within = Some(parse_duration(value)?),
+            "expect.maxDuration" => self.expect.max_duration = Some(parse_duration(value)?),
             "retryBackoff" => self.backoff = Some(parse_duration(value)?),
             "retryBackoffMax" => self.max_backoff = Some(parse_duration(value)?),
             "concurrencyPolicy" => {
@@ -516,15 +520,20 @@ impl State<'_> {
             job.cluster_policy,
             job.starting_deadline(),
         )
-        .map_err(|problems| {
-            let said: Vec<String> = problems
-                .into_iter()
-                .map(|(key, why)| format!("annotation {key}: {why}"))
-                .collect();
-            said.join("; ")
-        })?;
+        .map_err(annotation_problems)?;
+        job.expect =
+            crate::expect::expectation_from(a.expect, &parsed).map_err(annotation_problems)?;
         Ok(job)
     }
+}
+
+/// A check's problems as one sentence on the annotation's job line.
+fn annotation_problems(problems: Vec<(&'static str, String)>) -> String {
+    let said: Vec<String> = problems
+        .into_iter()
+        .map(|(key, why)| format!("annotation {key}: {why}"))
+        .collect();
+    said.join("; ")
 }
 
 /// Parses the crontab `text`; `source` names the file in errors. Never fails as a whole:

@@ -24,6 +24,7 @@
 //! | `0x0a` | `concurrency_policy` | its config spelling (`Allow`, `Forbid`, `Replace`) |
 //! | `0x0b` | `starting_deadline` | nothing when unset, else the tag and whole milliseconds |
 //! | `0x0c` | `catch_up` | nothing for `none`, else the tag, the mode's spelling, the window in whole milliseconds and the limit |
+//! | `0x0d` | `expect` | nothing when unset, else the tag, then `completeWithin` and `maxDuration`, each absent or whole milliseconds |
 //!
 //! A field added after `v1` is encoded only when it is set, so a job set that does not use it
 //! keeps the ID it had before the field existed (nodes of two versions agree during a rolling
@@ -59,6 +60,7 @@
 //!                || 0x0a str(concurrency_policy)
 //!                [|| 0x0b ms(starting_deadline)]          (only when set)
 //!                [|| 0x0c str(mode) || ms(window) || u32_be(limit)]  (only with catch-up)
+//!                [|| 0x0d opt(ms(completeWithin)) || opt(ms(maxDuration))]  (only with expect)
 //! set          = b"cronstable-job-set-v1\0" || u64_be(#jobs) || (u64_be(len(job)) || job)*
 //!                with the job encodings sorted by bytes
 //! job-set ID   = "v1:" || lowercase_hex(SHA-256(set))
@@ -238,6 +240,7 @@ mod tag {
     pub(super) const CONCURRENCY_POLICY: u8 = 0x0a;
     pub(super) const STARTING_DEADLINE: u8 = 0x0b;
     pub(super) const CATCH_UP: u8 = 0x0c;
+    pub(super) const EXPECT: u8 = 0x0d;
 }
 
 /// The canonical `v1` encoding of one job (see the module docs).
@@ -257,6 +260,7 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
         concurrency_policy,
         starting_deadline,
         catch_up,
+        expect,
     } = job;
     let RetryPolicy {
         retries,
@@ -302,6 +306,11 @@ fn encode_job(job: &JobSpec) -> Vec<u8> {
         put_str(&mut out, c.mode.as_str());
         put_ms(&mut out, c.window);
         out.extend_from_slice(&c.limit.to_be_bytes());
+    }
+    if let Some(e) = expect {
+        out.push(tag::EXPECT);
+        put_opt(&mut out, e.complete_within, put_ms);
+        put_opt(&mut out, e.max_duration, put_ms);
     }
     out
 }

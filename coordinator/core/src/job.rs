@@ -205,6 +205,9 @@ pub struct JobSpec {
     /// Whether, and how, an instant no node ran still runs later on the job's owner
     /// (`catchUp`, `catchUpWindow`, `catchUpLimit`); `None` for `catchUp: none`, the default.
     pub catch_up: Option<CatchUpPolicy>,
+    /// What every firing is expected to do, judged for the cluster (`expect:`,
+    /// [`crate::expect`]); `None` for no expectation, the default.
+    pub expect: Option<crate::expect::Expectation>,
 }
 
 /// A scheduled firing's start deadline when the job sets none: a real crond starts the
@@ -232,6 +235,7 @@ impl JobSpec {
             concurrency_policy: ConcurrencyPolicy::default(),
             starting_deadline: None,
             catch_up: None,
+            expect: None,
         }
     }
 

@@ -18,6 +18,9 @@
 //!     catchUp: latest             # none (default) | latest | all: run an instant nobody ran
 //!     catchUpWindow: 30m          # with catchUp: how late a missed instant may still run
 //!     catchUpLimit: 10            # with catchUp all: most missed instants run per window
+//!     expect:                     # optional, judged for the cluster (see crate::expect)
+//!       completeWithin: 15m       # a run succeeded by then, or the firing is `missed`
+//!       maxDuration: 10m          # no run takes longer, or the firing is `too_long`
 //!
 //!   - name: rotate-local-logs
 //!     command: ./rotate.sh
@@ -55,6 +58,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::catch_up::{CatchUp, CatchUpKeys, policy_from};
+use crate::expect::{Expectation, expectation_from};
 use crate::job::{ClusterPolicy, ConcurrencyPolicy, JobSpec, RetryPolicy};
 use crate::schedule::Schedule;
 use crate::yaml::{self, KeyLines, YamlError};
@@ -150,6 +154,18 @@ struct RawJob {
     catch_up_window: Option<Duration>,
     #[serde(default)]
     catch_up_limit: Option<u32>,
+    #[serde(default)]
+    expect: Option<RawExpect>,
+}
+
+/// `expect:` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawExpect {
+    #[serde(default, deserialize_with = "crate::duration::deserialize_option")]
+    complete_within: Option<Duration>,
+    #[serde(default, deserialize_with = "crate::duration::deserialize_option")]
+    max_duration: Option<Duration>,
 }
 
 /// Reads a job file. `source` names the file in errors. See the module docs for what loads
@@ -289,6 +305,23 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
             .unwrap_or(None),
         None => None,
     };
+    let expect = match (&raw.expect, &schedule) {
+        (Some(e), _) if e.complete_within.is_none() && e.max_duration.is_none() => {
+            let why = "is empty: give completeWithin, maxDuration or both (or leave expect out)";
+            problems.push(("expect", why.to_owned()));
+            None
+        }
+        (Some(e), Some(s)) => {
+            let keys = Expectation {
+                complete_within: e.complete_within,
+                max_duration: e.max_duration,
+            };
+            expectation_from(keys, s)
+                .map_err(|found| problems.extend(found))
+                .unwrap_or(None)
+        }
+        _ => None,
+    };
     for (key, value) in &raw.environment {
         if !is_env_name(key) {
             let why = format!("invalid variable name {key:?}: use letters, digits and _");
@@ -347,6 +380,7 @@ fn convert(raw: RawJob) -> Result<JobSpec, Vec<(&'static str, String)>> {
     job.concurrency_policy = raw.concurrency_policy;
     job.starting_deadline = raw.starting_deadline;
     job.catch_up = catch_up;
+    job.expect = expect;
     Ok(job)
 }
 

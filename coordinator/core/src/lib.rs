@@ -31,6 +31,7 @@ pub mod decision;
 pub mod drift;
 pub mod duration;
 pub mod election;
+pub mod expect;
 pub mod fingerprint;
 pub mod gossip;
 pub mod job;

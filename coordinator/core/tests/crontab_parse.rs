@@ -164,3 +164,33 @@ fn a_starting_deadline_annotation_is_a_positive_duration() {
         parsed.errors
     );
 }
+
+#[test]
+fn expectation_annotations_load_or_leave_the_job_out_with_the_key_named() {
+    use cronstable_core::expect::Expectation;
+    let parsed = parse(
+        "# cronstable: name=a expect.completeWithin=15m expect.maxDuration=10m\n* * * * * x\n\
+         # cronstable: name=b expect.maxDuration=0\n* * * * * x\n\
+         # cronstable: name=c expect.completeWithin=1m\n@reboot x\n",
+        "t",
+    );
+    assert_eq!(parsed.entries.len(), 1, "{:?}", parsed.errors);
+    assert_eq!(
+        parsed.entries[0].job.expect,
+        Some(Expectation {
+            complete_within: Some(Duration::from_secs(900)),
+            max_duration: Some(Duration::from_secs(600)),
+        })
+    );
+    let said: Vec<&str> = parsed.errors.iter().map(|e| e.message.as_str()).collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("expect.maxDuration: must be more than 0")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|m| m.contains("expect.completeWithin: an @reboot job")),
+        "{said:?}"
+    );
+}

@@ -245,6 +245,41 @@ fn catch_up_is_covered_only_when_set_and_in_every_setting() {
     assert_eq!(with(policy), base, "deterministic");
 }
 
+/// So did expectations: without one a job keeps its ID; each setting, and whether it is set at
+/// all, is covered (the owner judges firings, and nodes that would judge differently disagree).
+#[test]
+fn an_expectation_is_covered_only_when_set_and_in_each_setting() {
+    use cronstable_core::expect::Expectation;
+    let plain = JobSpec::new("a", "* * * * *", "true");
+    let with = |e: Expectation| {
+        let mut j = plain.clone();
+        j.expect = Some(e);
+        job_set_id(&[j])
+    };
+    let minute = Some(Duration::from_secs(60));
+    let ids = [
+        job_set_id(std::slice::from_ref(&plain)),
+        with(Expectation {
+            complete_within: minute,
+            max_duration: None,
+        }),
+        with(Expectation {
+            complete_within: None,
+            max_duration: minute,
+        }),
+        with(Expectation {
+            complete_within: minute,
+            max_duration: minute,
+        }),
+        with(Expectation {
+            complete_within: Some(Duration::from_millis(60_001)),
+            max_duration: minute,
+        }),
+    ];
+    let distinct: std::collections::BTreeSet<_> = ids.iter().map(|i| i.as_str()).collect();
+    assert_eq!(distinct.len(), ids.len(), "{ids:?}");
+}
+
 #[test]
 fn job_set_id_parse_accepts_exactly_the_v1_form() {
     let good = job_set_id(&[]);
@@ -344,6 +379,7 @@ fn job() -> impl Strategy<Value = JobSpec> {
                     ][c],
                     starting_deadline: sd,
                     catch_up: None,
+                    expect: None,
                 }
             },
         )

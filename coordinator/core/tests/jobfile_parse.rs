@@ -332,3 +332,56 @@ fn catch_up_keys_load_or_fail_on_their_own_line_and_key() {
     );
     assert!(text[1].contains("startingDeadline 1m30s"), "{text:?}");
 }
+
+/// `expect:` loads into the job; an empty block or a bad setting is an error on its own line
+/// and key, and only that job is left out.
+#[test]
+fn expect_loads_or_fails_on_its_own_line_and_key() {
+    use cronstable_core::expect::Expectation;
+    let parsed = inline(
+        "jobs:\n\
+         \x20 - name: a\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   expect:\n\
+         \x20     completeWithin: 15m\n\
+         \x20     maxDuration: 10m\n\
+         \x20 - name: b\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   expect:\n\
+         \x20     maxDuration: 0s\n\
+         \x20 - name: c\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   expect: {}\n\
+         \x20 - name: d\n\
+         \x20   command: x\n\
+         \x20   schedule: \"* * * * *\"\n\
+         \x20   expect: {completeWithin: 5m, within: 1m}\n\
+         \x20 - {name: e, command: x, schedule: \"@reboot\", expect: {maxDuration: 1h}}\n",
+    );
+    assert_eq!(names(&parsed), ["a", "e"]);
+    let jobs: Vec<_> = parsed.jobs().collect();
+    assert_eq!(
+        jobs[0].expect,
+        Some(Expectation {
+            complete_within: Some(Duration::from_secs(900)),
+            max_duration: Some(Duration::from_secs(600)),
+        })
+    );
+    assert_eq!(
+        jobs[1].expect.and_then(|e| e.max_duration),
+        Some(Duration::from_secs(3600))
+    );
+    let sites = error_sites(&parsed);
+    assert_eq!(sites.len(), 3, "{sites:?}");
+    assert_eq!(
+        sites[0],
+        (Some(12), "jobs[1].expect.maxDuration".to_owned())
+    );
+    assert_eq!(sites[1], (Some(16), "jobs[2].expect".to_owned()));
+    assert!(sites[2].1.starts_with("jobs[3]"), "{sites:?}");
+    let text: Vec<String> = parsed.errors.iter().map(|e| e.to_string()).collect();
+    assert!(text[2].contains("within"), "{text:?}");
+}

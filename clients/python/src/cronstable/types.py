@@ -135,6 +135,11 @@ class Job:
     catch_up: CatchUp = CatchUp.UNSPECIFIED
     catch_up_window_ms: int = 0
     catch_up_limit: int = 0
+    # What every firing is expected to do, judged once for the cluster on the job's owner: a
+    # run succeeded within expect_complete_within_ms of the instant (else "missed"), and none
+    # ran longer than expect_max_duration_ms (else "too_long"); 0 for none.
+    expect_complete_within_ms: int = 0
+    expect_max_duration_ms: int = 0
 
     def to_wire(self) -> pb.JobDefinition:
         return pb.JobDefinition(
@@ -150,6 +155,8 @@ class Job:
             catch_up=self.catch_up.value,
             catch_up_window_ms=self.catch_up_window_ms,
             catch_up_limit=self.catch_up_limit,
+            expect_complete_within_ms=self.expect_complete_within_ms,
+            expect_max_duration_ms=self.expect_max_duration_ms,
         )
 
 

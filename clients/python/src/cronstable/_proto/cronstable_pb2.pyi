@@ -119,7 +119,7 @@ ELECTION_MODE_OFF: ElectionMode
 ELECTION_MODE_ON: ElectionMode
 
 class JobDefinition(_message.Message):
-    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy", "starting_deadline_ms", "catch_up", "catch_up_window_ms", "catch_up_limit")
+    __slots__ = ("name", "schedule", "command", "stdin", "cluster_policy", "timezone", "environment", "timeout_ms", "retries", "retry_backoff_ms", "retry_backoff_max_ms", "concurrency_policy", "starting_deadline_ms", "catch_up", "catch_up_window_ms", "catch_up_limit", "expect_complete_within_ms", "expect_max_duration_ms")
     class EnvironmentEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +143,8 @@ class JobDefinition(_message.Message):
     CATCH_UP_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_COMPLETE_WITHIN_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_MAX_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     schedule: str
     command: str
@@ -159,7 +161,9 @@ class JobDefinition(_message.Message):
     catch_up: CatchUp
     catch_up_window_ms: int
     catch_up_limit: int
-    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_ms: _Optional[int] = ..., catch_up: _Optional[_Union[CatchUp, str]] = ..., catch_up_window_ms: _Optional[int] = ..., catch_up_limit: _Optional[int] = ...) -> None: ...
+    expect_complete_within_ms: int
+    expect_max_duration_ms: int
+    def __init__(self, name: _Optional[str] = ..., schedule: _Optional[str] = ..., command: _Optional[str] = ..., stdin: _Optional[str] = ..., cluster_policy: _Optional[_Union[ClusterPolicy, str]] = ..., timezone: _Optional[str] = ..., environment: _Optional[_Mapping[str, str]] = ..., timeout_ms: _Optional[int] = ..., retries: _Optional[int] = ..., retry_backoff_ms: _Optional[int] = ..., retry_backoff_max_ms: _Optional[int] = ..., concurrency_policy: _Optional[_Union[ConcurrencyPolicy, str]] = ..., starting_deadline_ms: _Optional[int] = ..., catch_up: _Optional[_Union[CatchUp, str]] = ..., catch_up_window_ms: _Optional[int] = ..., catch_up_limit: _Optional[int] = ..., expect_complete_within_ms: _Optional[int] = ..., expect_max_duration_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterJobsRequest(_message.Message):
     __slots__ = ("executor_id", "jobs", "instance_id", "pid")

@@ -543,6 +543,13 @@ export interface JobDefinition {
   catchUpWindowMs: number;
   /** with catch_up ALL: most missed instants run per window; 0 for the default (10) */
   catchUpLimit: number;
+  /**
+   * What every firing is expected to do, judged for the cluster on the job's owner: a run
+   * succeeded within this long of the instant (else the firing is "missed"); 0 for none.
+   */
+  expectCompleteWithinMs: number;
+  /** No run took longer than this (else the firing is "too_long"); 0 for none. */
+  expectMaxDurationMs: number;
 }
 
 export interface JobDefinition_EnvironmentEntry {
@@ -824,6 +831,8 @@ function createBaseJobDefinition(): JobDefinition {
     catchUp: 0,
     catchUpWindowMs: 0,
     catchUpLimit: 0,
+    expectCompleteWithinMs: 0,
+    expectMaxDurationMs: 0,
   };
 }
 
@@ -876,6 +885,12 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     }
     if (message.catchUpLimit !== 0) {
       writer.uint32(128).uint32(message.catchUpLimit);
+    }
+    if (message.expectCompleteWithinMs !== 0) {
+      writer.uint32(136).uint64(message.expectCompleteWithinMs);
+    }
+    if (message.expectMaxDurationMs !== 0) {
+      writer.uint32(144).uint64(message.expectMaxDurationMs);
     }
     return writer;
   },
@@ -1024,6 +1039,22 @@ export const JobDefinition: MessageFns<JobDefinition> = {
             message.catchUpLimit = reader.uint32();
             continue;
           }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.expectCompleteWithinMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.expectMaxDurationMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1103,6 +1134,16 @@ export const JobDefinition: MessageFns<JobDefinition> = {
         : isSet(object.catch_up_limit)
         ? globalThis.Number(object.catch_up_limit)
         : 0,
+      expectCompleteWithinMs: isSet(object.expectCompleteWithinMs)
+        ? globalThis.Number(object.expectCompleteWithinMs)
+        : isSet(object.expect_complete_within_ms)
+        ? globalThis.Number(object.expect_complete_within_ms)
+        : 0,
+      expectMaxDurationMs: isSet(object.expectMaxDurationMs)
+        ? globalThis.Number(object.expectMaxDurationMs)
+        : isSet(object.expect_max_duration_ms)
+        ? globalThis.Number(object.expect_max_duration_ms)
+        : 0,
     };
   },
 
@@ -1162,6 +1203,12 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     if (message.catchUpLimit !== 0) {
       obj.catchUpLimit = Math.round(message.catchUpLimit);
     }
+    if (message.expectCompleteWithinMs !== 0) {
+      obj.expectCompleteWithinMs = Math.round(message.expectCompleteWithinMs);
+    }
+    if (message.expectMaxDurationMs !== 0) {
+      obj.expectMaxDurationMs = Math.round(message.expectMaxDurationMs);
+    }
     return obj;
   },
 
@@ -1194,6 +1241,8 @@ export const JobDefinition: MessageFns<JobDefinition> = {
     message.catchUp = object.catchUp ?? 0;
     message.catchUpWindowMs = object.catchUpWindowMs ?? 0;
     message.catchUpLimit = object.catchUpLimit ?? 0;
+    message.expectCompleteWithinMs = object.expectCompleteWithinMs ?? 0;
+    message.expectMaxDurationMs = object.expectMaxDurationMs ?? 0;
     return message;
   },
 };
