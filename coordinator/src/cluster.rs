@@ -289,6 +289,12 @@ impl ClusterView {
         }
     }
 
+    /// True when election is configured (whether or not a manager runs): a Leader firing then
+    /// runs on one node only.
+    pub fn elects(&self) -> bool {
+        !matches!(self.election, Election::Off)
+    }
+
     /// The node that owns a firing of `job` with `policy` at `now`, when this view can name one.
     pub fn owner_of(&self, job: &str, policy: ClusterPolicy, now: Instant) -> Option<String> {
         match &self.election {

@@ -356,6 +356,8 @@ struct Background {
     deferred: tokio::task::JoinHandle<()>,
     /// Offers missed instants of jobs with catchUp to their executors (Watch CatchUpRun).
     catch_up: tokio::task::JoinHandle<()>,
+    /// Judges the firings of jobs with `expect:` this node owns (observe::expectations).
+    expectations: tokio::task::JoinHandle<()>,
     /// Whether this node's executors keep asking about their Leader jobs' firings; a lease
     /// holder whose executor falls behind gives its lease up (crate::liveness).
     pace: tokio::task::JoinHandle<()>,
@@ -391,6 +393,7 @@ impl Background {
                 stopped(),
             )),
             catch_up: crate::spawn(catch_up::run(state.clone(), stopped())),
+            expectations: crate::spawn(observe::expectations::run(state.clone(), stopped())),
             pace: crate::spawn(liveness::watch_pace(state.pace_inputs(), stopped())),
             mesh: mesh.map(|(settings, tx, _)| {
                 crate::spawn(gossip::observability::run(
@@ -409,6 +412,7 @@ impl Background {
     fn abort(&self) {
         self.deferred.abort();
         self.catch_up.abort();
+        self.expectations.abort();
         self.pace.abort();
         if let Some(t) = &self.mesh {
             t.abort();
@@ -427,6 +431,7 @@ impl Background {
         self.roles.abort();
         self.deferred.abort();
         self.catch_up.abort();
+        self.expectations.abort();
         self.pace.abort();
     }
 }

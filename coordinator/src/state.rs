@@ -171,6 +171,9 @@ pub struct CoordinatorState {
     /// What a lease backend's observability mesh last saw of its peers (display only:
     /// `/fleet`); `None` without one.
     pub fleet_mesh: Option<watch::Receiver<Arc<crate::gossip::observability::MeshView>>>,
+    /// The expectation breaches this node found, for `GET /jobs`
+    /// ([`crate::observe::expectations`]).
+    pub expectations: crate::observe::breaches::Findings,
 }
 
 impl CoordinatorState {
@@ -202,6 +205,7 @@ impl CoordinatorState {
                 crate::clock::now_ms(),
             )),
             fleet_mesh: None,
+            expectations: Default::default(),
         }
     }
 

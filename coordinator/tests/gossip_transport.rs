@@ -47,6 +47,7 @@ async fn gsp_10_11_a_poll_reads_the_report_then_gets_304s_over_one_connection() 
             duration_ms: 4000,
         }),
         last_run_scheduled_at_ms: Some(1_764_730_800_000),
+        recent_runs: Vec::new(),
     };
     let served = serve(
         "127.0.0.22",

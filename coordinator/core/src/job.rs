@@ -244,6 +244,20 @@ impl JobSpec {
         self.starting_deadline.unwrap_or(DEFAULT_STARTING_DEADLINE)
     }
 
+    /// How long after its instant a firing can still show a breach of the job's expectation
+    /// ([`crate::expect`]): a run may start as late as the start deadline or the catch-up
+    /// window and then run `maxDuration`, and the firing must outlive `completeWithin`. A
+    /// minute more covers reports on their way. What the judge and the nodes' reports keep.
+    pub fn expectation_span(&self) -> Duration {
+        let expect = self.expect.unwrap_or_default();
+        let start = self
+            .starting_deadline()
+            .max(self.catch_up.map_or(Duration::ZERO, |c| c.window));
+        start.max(expect.complete_within.unwrap_or_default())
+            + expect.max_duration.unwrap_or_default()
+            + Duration::from_secs(60)
+    }
+
     /// True for an `@reboot` job: it fires once when the executor starts, never on a schedule.
     pub fn is_reboot(&self) -> bool {
         self.schedule.trim().eq_ignore_ascii_case("@reboot")

@@ -138,6 +138,7 @@ pub(super) fn peer_row(
                 next_fire: None,
                 last_run: None,
                 last_run_scheduled_at_ms: ran,
+                recent_runs: Vec::new(),
             }])
         }),
         ..PeerRow::default()

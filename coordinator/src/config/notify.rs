@@ -4,7 +4,7 @@
 //! notify:
 //!   webhook:
 //!     url: https://hooks.example.internal/cronstable   # http:// or https://
-//!     events: [leader_change, quorum_loss, job_failure] # the default: all three
+//!     events: [leader_change, quorum_loss, job_failure, job_expectation] # the default: all
 //!     timeout: 5s                                       # per attempt
 //!     retries: 3                                        # after the first attempt
 //!     signingKey: {fromFile: /etc/cronstable/webhook-key} # or fromEnvVar, value
@@ -12,7 +12,9 @@
 //!
 //! The events (inventory NTF-01): `leader_change` (this node gained or lost scheduled-job
 //! leadership), `quorum_loss` (this node left quorum, so its Leader jobs stood down) and
-//! `job_failure` (a run on this node ended non-zero, by a signal or at its timeout).
+//! `job_failure` (a run on this node ended non-zero, by a signal or at its timeout), and
+//! `job_expectation` (a firing of a job with `expect:` was missed, ran twice or ran too long;
+//! sent once for the cluster, by the node that judges the job).
 
 use std::time::Duration;
 
@@ -30,11 +32,18 @@ pub enum NotifyEvent {
     QuorumLoss,
     /// A run on this node failed.
     JobFailure,
+    /// A firing broke its job's expectation.
+    JobExpectation,
 }
 
 impl NotifyEvent {
     /// Every event, the default subscription.
-    pub const ALL: [NotifyEvent; 3] = [Self::LeaderChange, Self::QuorumLoss, Self::JobFailure];
+    pub const ALL: [NotifyEvent; 4] = [
+        Self::LeaderChange,
+        Self::QuorumLoss,
+        Self::JobFailure,
+        Self::JobExpectation,
+    ];
 
     /// The spelling in config and payloads.
     pub fn as_str(self) -> &'static str {
@@ -42,6 +51,7 @@ impl NotifyEvent {
             Self::LeaderChange => "leader_change",
             Self::QuorumLoss => "quorum_loss",
             Self::JobFailure => "job_failure",
+            Self::JobExpectation => "job_expectation",
         }
     }
 }

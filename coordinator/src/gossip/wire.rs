@@ -49,6 +49,34 @@ pub struct JobSummary {
     /// older peer, and while this node ran none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run_scheduled_at_ms: Option<i64>,
+    /// For a job with `expect:` only: this node's own runs of its recent firings, newest last,
+    /// at most [`MAX_RECENT_RUNS`], for the node that judges the job
+    /// ([`crate::observe::expectations`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent_runs: Vec<RecentRun>,
+}
+
+/// The most runs one job's summary names in `recent_runs`.
+pub const MAX_RECENT_RUNS: usize = 16;
+
+/// One run of a recent firing on the serving node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentRun {
+    /// The firing's nominal instant (Unix ms).
+    pub scheduled_at_ms: i64,
+    /// Its attempt number (1 for the first).
+    pub attempt: u32,
+    /// When it started (Unix ms).
+    pub started_at_ms: i64,
+    /// When it ended (Unix ms); absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<i64>,
+    /// How long it ran; absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Exit 0 within its timeout; absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded: Option<bool>,
 }
 
 /// The newest finished run of one job on the serving node.
@@ -272,6 +300,7 @@ mod tests {
             next_fire: None,
             last_run: None,
             last_run_scheduled_at_ms: None,
+            recent_runs: Vec::new(),
         }
     }
 

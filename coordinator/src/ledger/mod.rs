@@ -10,6 +10,7 @@ pub mod codec;
 pub mod conformance;
 pub mod file;
 pub mod ran;
+pub mod runs;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -141,6 +141,7 @@ struct JobSeries {
     missed: IntCounterVec,
     catch_ups: IntCounterVec,
     given_up: IntCounterVec,
+    breaches: IntCounterVec,
     duration: HistogramVec,
 }
 
@@ -210,6 +211,15 @@ impl JobSeries {
                  catchUpWindow unrun), superseded (catchUp latest: a newer missed one runs instead) or \
                  storm_limit (more than catchUpLimit in the window).",
                 &["job", "reason"],
+            ),
+            breaches: counter_vec(
+                jr,
+                "cronstable_job_expectation_breaches_total",
+                "Firings of each job with expect: that broke it, counted once for the cluster on \
+                 the node that judged them, by breach: missed (no run succeeded within \
+                 completeWithin), duplicated (a Leader firing ran twice) or too_long (a run \
+                 passed maxDuration).",
+                &["job", "breach"],
             ),
             duration,
         }
@@ -570,6 +580,24 @@ impl Metrics {
             .given_up
             .with_label_values(&[job, reason])
             .inc_by(n as u64);
+        m.job_generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Shows `job`'s expectation breach series, at 0 until one is counted: a rate over a
+    /// series that appears with its first breach would miss that breach. Every node shows
+    /// them, so a sum over the cluster has every job whichever node judges it.
+    pub fn expectations_watched(&self, job: &str) {
+        let m = &self.inner;
+        for breach in cronstable_core::expect::Breach::ALL {
+            m.jobs.breaches.with_label_values(&[job, breach.as_str()]);
+        }
+        m.job_generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Counts one breach of `job`'s expectation.
+    pub fn expectation_breach(&self, job: &str, breach: &str) {
+        let m = &self.inner;
+        m.jobs.breaches.with_label_values(&[job, breach]).inc();
         m.job_generation.fetch_add(1, Ordering::Release);
     }
 

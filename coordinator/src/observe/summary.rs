@@ -10,7 +10,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 
-use crate::gossip::wire::{JobSummary, LastRun};
+use crate::gossip::wire::{JobSummary, LastRun, MAX_RECENT_RUNS, RecentRun};
 use crate::jobs::JobSet;
 use crate::ledger::{Event, Ledger, RunStatus};
 use crate::observe::next_fire::{NextFires, ScheduleCache};
@@ -65,6 +65,10 @@ impl RunSummaries {
                     next_change = Some(next_change.map_or(ms, |c| c.min(ms)));
                 }
                 let (running, last_run, last_run_scheduled_at_ms) = ledger.inspect(name, run_state);
+                let recent_runs = match j.spec.expect {
+                    Some(_) => recent_runs(ledger, &j.spec, now_ms),
+                    None => Vec::new(),
+                };
                 JobSummary {
                     name: name.clone(),
                     cluster_policy: j.spec.cluster_policy.as_str().to_owned(),
@@ -75,6 +79,7 @@ impl RunSummaries {
                         .map(rfc3339),
                     last_run,
                     last_run_scheduled_at_ms,
+                    recent_runs,
                 }
             })
             .collect();
@@ -106,6 +111,27 @@ fn run_state(
         last,
         crate::ledger::ran::newest_run(records),
     )
+}
+
+/// This node's runs of the recent firings of a job with `expect:`, the newest
+/// [`MAX_RECENT_RUNS`]: what the node that judges the job reads of this one.
+fn recent_runs(ledger: &Ledger, spec: &cronstable_core::JobSpec, now_ms: i64) -> Vec<RecentRun> {
+    let keep = spec.expectation_span().as_millis() as i64;
+    let runs = ledger.inspect(&spec.name, |r| {
+        crate::ledger::runs::runs_since(r, now_ms.saturating_sub(keep))
+    });
+    let skip = runs.len().saturating_sub(MAX_RECENT_RUNS);
+    runs.into_iter()
+        .skip(skip)
+        .map(|r| RecentRun {
+            scheduled_at_ms: r.scheduled_at_ms,
+            attempt: r.run.attempt,
+            started_at_ms: r.run.started_at_ms,
+            ended_at_ms: r.run.ended.map(|e| e.at_ms),
+            duration_ms: r.run.ended.map(|e| e.duration_ms),
+            succeeded: r.run.ended.map(|e| e.succeeded),
+        })
+        .collect()
 }
 
 /// One summary as `GET /fleet` shows it (camelCase, like `GET /jobs`).

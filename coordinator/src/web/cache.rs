@@ -33,6 +33,8 @@ pub(crate) struct ListKey {
     /// [`crate::ledger::Ledger::generation`] read *before* the body is built, so a record
     /// appended while building leaves the cached body keyed as stale.
     pub ledger_generation: u64,
+    /// [`crate::observe::expectations::Findings::generation`], read before the body is built.
+    pub breaches_generation: u64,
     pub facts: ViewFacts,
 }
 
@@ -41,6 +43,7 @@ impl PartialEq for ListKey {
         Arc::ptr_eq(&self.job_set, &other.job_set)
             && self.job_set_id == other.job_set_id
             && self.ledger_generation == other.ledger_generation
+            && self.breaches_generation == other.breaches_generation
             && self.facts == other.facts
     }
 }
@@ -107,6 +110,7 @@ mod tests {
             job_set: SET.get_or_init(|| Arc::new(JobSet::default())).clone(),
             job_set_id: "set".into(),
             ledger_generation: generation,
+            breaches_generation: 0,
             facts: ViewFacts {
                 election: false,
                 spread: false,

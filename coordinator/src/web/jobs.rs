@@ -89,6 +89,7 @@ pub(super) async fn list(State(state): State<WebState>) -> Response {
         job_set: set.clone(),
         job_set_id: set.id.to_string(),
         ledger_generation: state.core.ledger.generation(),
+        breaches_generation: state.core.expectations.generation(),
         facts,
     };
     let now = now_ms();
@@ -119,7 +120,8 @@ pub(super) async fn list(State(state): State<WebState>) -> Response {
             state.core.ledger.inspect(name, |records| {
                 let status = RunStatus::of(records);
                 let next = NextFire::of(schedule, next);
-                let row = JobRow::new(name, job, next, cluster, status, Output::Omitted);
+                let row = JobRow::new(name, job, next, cluster, status, Output::Omitted)
+                    .with_breaches(&state.core.expectations.of(name), 1);
                 write_json(&mut out, &row);
             });
         }
@@ -164,7 +166,8 @@ pub(super) async fn detail(
     let cluster = facts.cluster_fields(&name, job.spec.cluster_policy);
     let (mut v, history) = state.core.ledger.inspect(&name, |records| {
         let status = RunStatus::of(records);
-        let row = JobRow::new(&name, job, next, cluster, status, Output::Included);
+        let row = JobRow::new(&name, job, next, cluster, status, Output::Included)
+            .with_breaches(&state.core.expectations.of(&name), usize::MAX);
         let history: Vec<Value> = records
             .iter()
             .rev()

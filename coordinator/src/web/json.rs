@@ -148,6 +148,34 @@ pub(super) struct JobRow<'a> {
     running: bool,
     last_run: Option<RecordJson<'a>>,
     last_decision: Option<RecordJson<'a>>,
+    /// The job's `expect:`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expect: Option<ExpectJson>,
+    /// The newest breaches of its expectation this node found, newest first (`GET /jobs`: the
+    /// newest only; `GET /jobs/{name}`: all it keeps). Absent without any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    breaches: Vec<BreachJson>,
+}
+
+/// A job's `expect:` on `GET /jobs`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ExpectJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    complete_within_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_duration_ms: Option<u64>,
+}
+
+/// One breach of a job's expectation on `GET /jobs`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BreachJson {
+    breach: &'static str,
+    scheduled_at: Option<String>,
+    firing_id: String,
+    found_at: Option<String>,
+    why: String,
 }
 
 impl<'a> JobRow<'a> {
@@ -185,6 +213,32 @@ impl<'a> JobRow<'a> {
                 record,
                 output: Output::Omitted,
             }),
+            expect: spec.expect.map(|e| ExpectJson {
+                complete_within_ms: e.complete_within.map(|d| d.as_millis() as u64),
+                max_duration_ms: e.max_duration.map(|d| d.as_millis() as u64),
+            }),
+            breaches: Vec::new(),
         }
+    }
+
+    /// The newest `most` of `notes` (oldest first, as the judge keeps them), newest first.
+    pub(super) fn with_breaches(
+        mut self,
+        notes: &[crate::observe::expectations::BreachNote],
+        most: usize,
+    ) -> Self {
+        self.breaches = notes
+            .iter()
+            .rev()
+            .take(most)
+            .map(|n| BreachJson {
+                breach: n.breach.as_str(),
+                scheduled_at: rfc3339(n.scheduled_at_ms),
+                firing_id: n.firing_id.clone(),
+                found_at: rfc3339(n.found_at_ms),
+                why: n.why.clone(),
+            })
+            .collect();
+        self
     }
 }

@@ -134,6 +134,20 @@ function runCell(j) {
   return el('span', { class: 'muted' }, j.lastDecision ? `${j.lastDecision.verdict}: ${j.lastDecision.reason}` : 'never');
 }
 
+// The newest breach of a job's expectation this node found (it judges the job), as a mark
+// beside the name: which, and how long ago; the reason on hover.
+function breachMark(j) {
+  const b = (j.breaches || [])[0];
+  if (!b) return null;
+  return el('span', { class: 'bad breach', title: `${b.scheduledAt}: ${b.why}` }, ` ${b.breach.replace('_', ' ')} ${since(b.foundAt)}`);
+}
+
+function expectText(e) {
+  if (!e) return null;
+  const s = (ms) => (ms % 60000 === 0 ? `${ms / 60000} min` : `${ms / 1000} s`);
+  return [e.completeWithinMs ? `done within ${s(e.completeWithinMs)}` : null, e.maxDurationMs ? `runs at most ${s(e.maxDurationMs)}` : null].filter(Boolean).join(', ');
+}
+
 function exitText(r) {
   if (r.timedOut) return 'timed out';
   if (r.signal) return `signal ${r.signal}`;
@@ -150,7 +164,7 @@ function renderJobs(data) {
   $('#no-jobs').hidden = jobs.length > 0;
   $('#jobs-table tbody').replaceChildren(...jobs.map((j) => {
     const tr = el('tr', { 'data-job': j.name },
-      el('td', {}, el('strong', {}, j.name)), el('td', {}, el('code', {}, j.schedule)),
+      el('td', {}, el('strong', {}, j.name), breachMark(j)), el('td', {}, el('code', {}, j.schedule)),
       hasPolicy ? el('td', {}, j.clusterPolicy || '') : null,
       hasOwner ? el('td', {}, j.clusterOwner || '—') : null,
       el('td', { title: j.nextFire || (j.neverFires ? 'the schedule names no day that comes' : '') },
@@ -224,7 +238,9 @@ async function refreshDrawer() {
   if (openJob !== name) return;
   const facts = [['schedule', j.schedule], ['command', j.command], ['policy', j.clusterPolicy || 'election off'],
     ['owner', 'clusterOwner' in j ? (j.clusterOwner || 'none') : null], ['next fire', j.nextFire ? `${j.nextFire} (${ago(j.nextFire)})` : (j.neverFires ? 'never (the schedule names no day that comes)' : '—')],
-    ['timezone', j.timezone || 'UTC'], ['concurrency', j.concurrencyPolicy], ['retries', j.retries], ['executor', j.executor]];
+    ['timezone', j.timezone || 'UTC'], ['concurrency', j.concurrencyPolicy], ['retries', j.retries], ['executor', j.executor],
+    ['expect', expectText(j.expect)],
+    ['breaches', (j.breaches || []).length ? j.breaches.map((b) => `${b.breach} · ${b.scheduledAt} · ${b.why}`).join('\n') : null]];
   $('#drawer-facts').replaceChildren(...facts.filter(([, v]) => v !== null && v !== undefined).flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   $('#timeline').replaceChildren(timeline(f));
   const runs = (j.history || []).filter((r) => r.event === 'finished');
