@@ -327,6 +327,7 @@ impl CoordinatorState {
     /// failed run to the webhook.
     pub fn record(&self, record: Record) {
         self.metrics.observe(&record);
+        self.store_run(&record);
         if let Some(statsd) = &self.live.borrow().statsd {
             statsd.observe(&record);
         }
@@ -344,6 +345,24 @@ impl CoordinatorState {
             n.send(crate::config::NotifyEvent::JobFailure, payload);
         }
         self.ledger.append(record);
+    }
+
+    /// Writes a run's start or end to the store's run records, for the judge of a job with
+    /// `expect:` on whichever node owns it (not for an EveryNode job: each node judges its own).
+    fn store_run(&self, record: &Record) {
+        let Some(store) = self.records_store().filter(|s| s.keeps_runs()) else {
+            return;
+        };
+        let set = self.registry.current();
+        let Some(job) = set.get(&record.job) else {
+            return;
+        };
+        if job.spec.expect.is_none() || job.spec.cluster_policy == ClusterPolicy::EveryNode {
+            return;
+        }
+        if let Some(run) = crate::lease::run_records::RunRecord::of(record) {
+            store.record_run(run, job.spec.expectation_span());
+        }
     }
 
     /// This node's name.

@@ -433,6 +433,70 @@ pub async fn reboot_records_round_trip<H: Harness>(h: &H) {
     );
 }
 
+/// Run records (jobs with `expect:`): a run's end replaces its start, whichever instance
+/// reads; a span read returns every node's records of its instants, bounds included; pruning
+/// removes exactly the records before its bound. Kubernetes keeps none.
+pub async fn run_records_round_trip<H: Harness>(h: &H)
+where
+    H::Store: super::run_records::RunRecordStore,
+{
+    use super::run_records::{RunRecord, RunRecordStore};
+    let run = |node: &str, at: i64, attempt: u32| RunRecord {
+        job: "report".into(),
+        scheduled_at_ms: at,
+        node: node.into(),
+        attempt,
+        started_at_ms: at + 100,
+        ended_at_ms: None,
+        duration_ms: None,
+        succeeded: None,
+    };
+    let (mut a, mut b) = (h.contender("a"), h.contender("b"));
+    a.prepare().await.expect("the store prepares");
+    b.prepare().await.expect("the store prepares");
+    a.put_run(&run("a", 60_000, 1)).await.unwrap();
+    let ended = RunRecord {
+        ended_at_ms: Some(60_900),
+        duration_ms: Some(800),
+        succeeded: Some(true),
+        ..run("a", 60_000, 1)
+    };
+    a.put_run(&ended).await.unwrap();
+    b.put_run(&run("b", 60_000, 1)).await.unwrap();
+    b.put_run(&run("b", 60_000, 2)).await.unwrap();
+    b.put_run(&run("b", 120_000, 1)).await.unwrap();
+    let odd = RunRecord {
+        job: "nightly.report-eu".into(),
+        ..run("b", 180_000, 1)
+    };
+    b.put_run(&odd).await.unwrap();
+    let sorted = |mut v: Vec<RunRecord>| {
+        v.sort_by_key(|r| (r.scheduled_at_ms, r.node.clone(), r.attempt));
+        v
+    };
+    assert_eq!(
+        sorted(a.runs_between(60_000, 120_000).await.unwrap()),
+        [
+            ended.clone(),
+            run("b", 60_000, 1),
+            run("b", 60_000, 2),
+            run("b", 120_000, 1)
+        ],
+        "the end replaced the start; every node's records, bounds included"
+    );
+    assert_eq!(
+        sorted(b.runs_between(120_001, 180_000).await.unwrap()),
+        [odd]
+    );
+    assert!(b.runs_between(200_000, 300_000).await.unwrap().is_empty());
+    assert_eq!(a.prune_runs(120_000).await.unwrap(), 3);
+    assert_eq!(
+        sorted(b.runs_between(0, 300_000).await.unwrap()).len(),
+        2,
+        "only the records before the bound are pruned"
+    );
+}
+
 /// Per-firing claims: the first claim of a firing is created and every later one finds it,
 /// whichever instance asks; of two racing claimers exactly one creates it; a claim outlives the
 /// instance that wrote it; pruning removes exactly the claims before its bound; a claim is given

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::claims::{ClaimWrite, FiringClaim, FiringClaimStore};
+use super::run_records::{RunRecord, RunRecordStore};
 use super::{LeaseError, LeaseObservation, LeaseStore, LeaseTiming, RebootRanStore, SAFETY_MARGIN};
 
 /// The shared in-memory store.
@@ -41,6 +42,8 @@ struct Inner {
     reboot_ran: std::collections::BTreeSet<(String, String)>,
     /// The per-firing claims by (instant, job).
     claims: std::collections::BTreeMap<(i64, String), FiringClaim>,
+    /// The run records of jobs with `expect:`, by instant and run.
+    runs: std::collections::BTreeMap<(i64, (String, String, u32)), RunRecord>,
 }
 
 impl MemoryServer {
@@ -341,6 +344,43 @@ impl FiringClaimStore for MemoryStore {
                 .filter(|(at, _)| (from_ms..=to_ms).contains(at))
                 .map(|(at, job)| (job.clone(), *at))
                 .collect()
+        })
+        .await
+    }
+}
+
+#[tonic::async_trait]
+impl RunRecordStore for MemoryStore {
+    async fn put_run(&mut self, run: &RunRecord) -> Result<(), LeaseError> {
+        self.on_store(|inner| {
+            inner
+                .runs
+                .insert((run.scheduled_at_ms, run.run_key()), run.clone());
+        })
+        .await
+    }
+
+    async fn runs_between(
+        &mut self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<RunRecord>, LeaseError> {
+        self.on_store(|inner| {
+            inner
+                .runs
+                .iter()
+                .filter(|((at, _), _)| (from_ms..=to_ms).contains(at))
+                .map(|(_, r)| r.clone())
+                .collect()
+        })
+        .await
+    }
+
+    async fn prune_runs(&mut self, before_ms: i64) -> Result<usize, LeaseError> {
+        self.on_store(|inner| {
+            let before = inner.runs.len();
+            inner.runs.retain(|(at, _), _| *at >= before_ms);
+            before - inner.runs.len()
         })
         .await
     }

@@ -25,6 +25,7 @@ pub mod memory;
 pub mod reboot_records;
 pub mod records_store;
 mod round;
+pub mod run_records;
 #[cfg(test)]
 mod tests;
 

@@ -263,6 +263,11 @@ async fn memory_conformance_firing_claims_once() {
     conformance::firing_claims_once(&memory()).await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn memory_conformance_run_records_round_trip() {
+    conformance::run_records_round_trip(&memory()).await;
+}
+
 /// The renewals the follower `n` last read of another holder.
 fn renewals(n: &Node) -> Option<crate::cluster::HolderRenewals> {
     match &n.view.borrow().election {

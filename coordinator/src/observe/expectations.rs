@@ -130,6 +130,8 @@ fn written(spec: &JobSpec) -> (String, Option<String>, Expectation, ClusterPolic
 #[derive(Default)]
 pub struct Judge {
     jobs: HashMap<String, Watched>,
+    /// The last error reading the store's run records, logged once per change.
+    store_error: Option<String>,
 }
 
 /// Runs passes until `shutdown` resolves.
@@ -143,7 +145,7 @@ pub async fn run(state: CoordinatorState, shutdown: impl std::future::Future<Out
             () = &mut shutdown => return,
             more = changes.next(PASS_EVERY) => if !more { return },
         }
-        let elsewhere = others::read(&state, &judge).await;
+        let elsewhere = others::read(&state, &mut judge).await;
         pass(&state, &mut judge, &elsewhere, Now::read());
     }
 }
@@ -228,11 +230,7 @@ fn judge_job(
         .ledger
         .inspect(name, |r| crate::ledger::runs::runs_since(r, oldest));
     for r in here.into_iter().chain(elsewhere.of(name, oldest)) {
-        let seen = runs.entry(r.scheduled_at_ms).or_default();
-        // The same run can come twice (a store's copy of this node's own): count it once.
-        if !seen.contains(&r.run) && !seen.iter().any(|s| same_run(s, &r.run)) {
-            seen.push(r.run);
-        }
+        runs.entry(r.scheduled_at_ms).or_default().push(r.run);
     }
     let owned_since = watched.owned_since_ms.unwrap_or(now.unix_ms);
     let within_ms = shape
@@ -263,12 +261,6 @@ fn judge_job(
     watched
         .open
         .retain(|&at, _| now.unix_ms <= at.saturating_add(shape.keep_ms));
-}
-
-/// One run reported twice (this node's own, read back from a store): same node, attempt and
-/// start.
-fn same_run(a: &RunSeen, b: &RunSeen) -> bool {
-    a.node == b.node && a.attempt == b.attempt && a.started_at_ms == b.started_at_ms
 }
 
 /// Reports one breach: the log line, the counter, the webhook event and the `/jobs` mark.

@@ -43,7 +43,10 @@ pub fn for_cluster(
     match cluster.backend {
         Backend::Filesystem => {
             let fs = cluster.filesystem.as_ref()?;
-            let records_store = RecordsStore::over(filesystem::FilesystemStore::new(fs, node_name));
+            let records_store = RecordsStore::with_runs(
+                filesystem::FilesystemStore::new(fs, node_name),
+                filesystem::FilesystemStore::new(fs, node_name),
+            );
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(filesystem::FilesystemStore::new(fs, node_name), node_name)
@@ -59,7 +62,7 @@ pub fn for_cluster(
             let credentials = etcd::EtcdCredentials::from_env(config, env);
             let client =
                 || etcd::EtcdStore::with_credentials(config, node_name, credentials.clone());
-            let records_store = RecordsStore::over(client());
+            let records_store = RecordsStore::with_runs(client(), client());
             Some(Stores {
                 backend: Box::new(
                     LeaseBackend::new(client(), node_name)

@@ -64,6 +64,12 @@ async fn etcd_conformance_firing_claims_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_conformance_run_records_round_trip() {
+    let _serial = conformance::serial().await;
+    conformance::run_records_round_trip(&etcd()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_conformance_fence_on_run_changes_on_takeover() {
     let _serial = conformance::serial().await;
     conformance::fence_on_run_changes_on_takeover(&etcd(), TIMING).await;

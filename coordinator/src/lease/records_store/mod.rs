@@ -42,6 +42,10 @@ pub struct RecordsStore {
     client: Mutex<Box<dyn SharedRecords>>,
     /// When this node last started pruning the store's old claims.
     pruned: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The run records of jobs with `expect:` on a client of their own, when the store keeps
+    /// them ([`super::run_records`]): their writes never wait behind a claim, nor a claim
+    /// behind them.
+    runs: Option<runs::RunWriter>,
 }
 
 impl std::fmt::Debug for RecordsStore {
@@ -56,7 +60,45 @@ impl RecordsStore {
         Arc::new(Self {
             client: Mutex::new(Box::new(store)),
             pruned: std::sync::Mutex::new(None),
+            runs: None,
         })
+    }
+
+    /// The records over `store`, and the run records over `runs`, a client of their own.
+    pub fn with_runs(
+        store: impl SharedRecords,
+        runs: impl super::run_records::RunRecordStore,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            client: Mutex::new(Box::new(store)),
+            pruned: std::sync::Mutex::new(None),
+            runs: Some(runs::RunWriter::new(runs)),
+        })
+    }
+
+    /// Whether this store keeps run records.
+    pub fn keeps_runs(&self) -> bool {
+        self.runs.is_some()
+    }
+
+    /// Queues `run`'s record for writing, to be kept at least `keep` after its instant (see
+    /// [`super::run_records`]); nothing without run records.
+    pub fn record_run(&self, run: super::run_records::RunRecord, keep: Duration) {
+        if let Some(w) = &self.runs {
+            w.send(run, keep);
+        }
+    }
+
+    /// Every run record of an instant in `from_ms..=to_ms`; none without run records.
+    pub async fn runs_between(
+        &self,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<super::run_records::RunRecord>, LeaseError> {
+        match &self.runs {
+            Some(w) => w.between(from_ms, to_ms).await,
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Creates `claim` unless its firing is claimed already (see [`super::claims`]). At most
@@ -165,5 +207,6 @@ async fn bounded<T>(
         })
 }
 
+mod runs;
 #[cfg(test)]
 mod tests;

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use cronstable_core::expect::{RunEnded, RunSeen};
 
 use super::Judge;
+
 use crate::ledger::runs::InstantRun;
 use crate::state::CoordinatorState;
 use crate::status::{ClusterStatus, PeerRow};
@@ -35,14 +36,81 @@ impl Runs {
 }
 
 /// Reads what the other nodes said, for the jobs `judge` owns; nothing when it owns none.
-pub async fn read(state: &CoordinatorState, judge: &Judge) -> Runs {
+pub async fn read(state: &CoordinatorState, judge: &mut Judge) -> Runs {
     if judge.jobs.values().all(|w| w.owned_since_ms.is_none()) {
         return Runs::default();
     }
     let status = state.view.borrow().status.clone();
-    match status.as_ref() {
-        ClusterStatus::Gossip(g) => from_peers(&g.peers),
-        _ => Runs::default(),
+    if let ClusterStatus::Gossip(g) = status.as_ref() {
+        return from_peers(&g.peers);
+    }
+    match state.records_store().filter(|s| s.keeps_runs()) {
+        Some(store) => from_store(state, &store, &mut judge.store_error).await,
+        None => Runs::default(),
+    }
+}
+
+/// The other nodes' run records of the span any watched firing may still be judged in. A
+/// store that cannot be read gives nothing this pass (one WARNING per change of error).
+async fn from_store(
+    state: &CoordinatorState,
+    store: &crate::lease::records_store::RecordsStore,
+    last_error: &mut Option<String>,
+) -> Runs {
+    let span = state
+        .registry
+        .current()
+        .jobs
+        .values()
+        .filter(|j| j.spec.expect.is_some())
+        .map(|j| j.spec.expectation_span())
+        .max()
+        .unwrap_or_default();
+    let now = crate::clock::now_ms();
+    let from = now.saturating_sub(i64::try_from(span.as_millis()).unwrap_or(i64::MAX));
+    let me = state.node_name();
+    match store.runs_between(from, now).await {
+        Ok(records) => {
+            if last_error.take().is_some() {
+                tracing::info!("expectations read the run records again");
+            }
+            let mut runs = Runs::default();
+            // This node's own runs come from its ledger, which also knows the ones its
+            // writer has not stored yet.
+            for r in records.into_iter().filter(|r| r.node != me) {
+                let ended = r.ended_at_ms.map(|at_ms| RunEnded {
+                    at_ms,
+                    duration_ms: r.duration_ms.unwrap_or_default(),
+                    succeeded: r.succeeded.unwrap_or(false),
+                });
+                let run = RunSeen {
+                    node: r.node,
+                    attempt: r.attempt,
+                    started_at_ms: r.started_at_ms,
+                    ended,
+                };
+                let scheduled_at_ms = r.scheduled_at_ms;
+                runs.add(
+                    &r.job,
+                    InstantRun {
+                        scheduled_at_ms,
+                        run,
+                    },
+                );
+            }
+            runs
+        }
+        Err(e) => {
+            let said = e.to_string();
+            if last_error.as_ref() != Some(&said) {
+                tracing::warn!(
+                    "expectations cannot read the run records ({said}); firings are judged on \
+                     this node's runs alone until they can"
+                );
+                *last_error = Some(said);
+            }
+            Runs::default()
+        }
     }
 }
 

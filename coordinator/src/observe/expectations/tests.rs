@@ -245,3 +245,91 @@ async fn every_node_judges_its_own_runs_of_an_every_node_job() {
         "b's run of T0 is b's own firing, not this node's"
     );
 }
+
+/// On a lease store the holder sees the other nodes' runs through the store's run records:
+/// the previous holder's run of a firing just before a handover meets it, and the same
+/// firing run on both nodes is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_lease_store_the_holder_judges_runs_on_other_nodes_from_the_run_records() {
+    use crate::lease::conformance::fs_config;
+    use crate::lease::records_store::RecordsStore;
+    use crate::store::filesystem::FilesystemStore;
+    let dir = tempfile::tempdir().unwrap();
+    let config = fs_config(dir.path());
+    let on = |node: &str, leader: &str| {
+        let store = RecordsStore::with_runs(
+            FilesystemStore::new(&config, node),
+            FilesystemStore::new(&config, node),
+        );
+        let mut v = ClusterView::election_off(node);
+        v.election = Election::Managed(ManagedView {
+            quorate: true,
+            leader: Some(leader.to_owned()),
+            ..ManagedView::default()
+        });
+        let (tx, rx) = watch::channel(v);
+        let state = CoordinatorState::new(rx).with_records_store(Some(store));
+        state
+            .registry
+            .register("shim-1", vec![report_job(ClusterPolicy::Leader)])
+            .unwrap();
+        (state, tx)
+    };
+    let (a, _ta) = on("a", "a");
+    let (b, _tb) = on("b", "a");
+    let now = crate::clock::now_ms();
+    let at = now - now.rem_euclid(MIN) - 2 * MIN;
+    let ran_on = |state: &CoordinatorState, node: &str, at: i64| {
+        let record = |event| Record {
+            job: "report".into(),
+            scheduled_at_ms: at,
+            kind: FiringKind::Scheduled,
+            attempt: 1,
+            node: node.into(),
+            recorded_at_ms: at,
+            event,
+        };
+        state.record(record(Event::Started {
+            at_ms: at + 100,
+            pid: 7,
+        }));
+        state.record(record(Event::Finished(RunEnd {
+            started_at_ms: at + 100,
+            finished_at_ms: at + 900,
+            duration_ms: 800,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            output_tail: String::new(),
+        })));
+    };
+    ran_on(&b, "b", at);
+    ran_on(&b, "b", at + MIN);
+    ran_on(&a, "a", at + MIN);
+    // The writer stores in the background: wait until the reader sees all three.
+    let store = a.records_store().unwrap();
+    for _ in 0..200 {
+        if store.runs_between(at, at + MIN).await.unwrap().len() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut judge = Judge::default();
+    // Known since before `at`; a came to own the job then too.
+    let times = [at - 1_000, at + 2 * MIN - 1];
+    for t in times {
+        let elsewhere = others::read(&a, &mut judge).await;
+        pass(&a, &mut judge, &elsewhere, Now::with_unix_ms(t));
+    }
+    let found: Vec<_> = a
+        .expectations
+        .of("report")
+        .iter()
+        .map(|n| (n.breach, n.scheduled_at_ms - at))
+        .collect();
+    assert_eq!(
+        found,
+        [(Breach::Duplicated, MIN)],
+        "b's run of `at` met it; `at + 1m` ran on both"
+    );
+}

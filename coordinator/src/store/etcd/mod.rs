@@ -608,6 +608,7 @@ impl LeaseStore for EtcdStore {
 
 mod claims;
 mod reboot;
+mod runs;
 
 // Most of the store's tests need a real etcd (and one of them root and network namespaces):
 // they are in the integration tier, `tests/tests/integration/etcd_store.rs` and

@@ -34,7 +34,7 @@ pub fn claims_dir(deployment_dir: &Path) -> PathBuf {
 }
 
 /// `job` as one file-name-safe string.
-fn encode(job: &str) -> String {
+pub(super) fn encode(job: &str) -> String {
     let mut out = String::with_capacity(job.len());
     for b in job.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
@@ -100,9 +100,9 @@ fn read_existing(path: &Path) -> Result<Option<FiringClaim>, LeaseError> {
     }
 }
 
-/// Creates `claim` in `dir` unless its file exists (see the module docs).
-fn create(root: &Path, dir: &Path, claim: &FiringClaim) -> Result<ClaimWrite, LeaseError> {
-    // Only below the store directory: a missing mount must not become a local store.
+/// Creates `dir` below the store directory `root`, which must exist: a missing mount must
+/// not become a local store.
+pub(super) fn dir_below(root: &Path, dir: &Path) -> Result<(), LeaseError> {
     if !root.is_dir() {
         return Err(store_err(
             "the store directory is missing (cronstable never creates it):",
@@ -110,7 +110,12 @@ fn create(root: &Path, dir: &Path, claim: &FiringClaim) -> Result<ClaimWrite, Le
             "not found",
         ));
     }
-    std::fs::create_dir_all(dir).map_err(|e| store_err("cannot create", dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| store_err("cannot create", dir, e))
+}
+
+/// Creates `claim` in `dir` unless its file exists (see the module docs).
+fn create(root: &Path, dir: &Path, claim: &FiringClaim) -> Result<ClaimWrite, LeaseError> {
+    dir_below(root, dir)?;
     let target = dir.join(file_name(&claim.job, claim.scheduled_at_ms));
     if target.exists() {
         return read_existing(&target).map(ClaimWrite::Exists);

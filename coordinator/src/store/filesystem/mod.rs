@@ -644,3 +644,5 @@ pub mod marker;
 pub mod probe;
 // The `@reboot` "already ran" records in the shared directory.
 pub mod reboot;
+// The run records of jobs with `expect:` in the shared directory.
+pub mod runs;

@@ -353,6 +353,12 @@ async fn fs_conformance_firing_claims_once() {
     conformance::firing_claims_once(&Fs::new()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fs_conformance_run_records_round_trip() {
+    let _serial = conformance::serial().await;
+    conformance::run_records_round_trip(&Fs::new()).await;
+}
+
 /// The handoff records in the shared directory: the documented format, a claim that succeeds
 /// exactly once, and failures that name the path (RTY-04, RTY-05).
 mod handoffs {
