@@ -360,8 +360,29 @@ impl CoordinatorState {
         if job.spec.expect.is_none() || job.spec.cluster_policy == ClusterPolicy::EveryNode {
             return;
         }
-        if let Some(run) = crate::lease::run_records::RunRecord::of(record) {
-            store.record_run(run, job.spec.expectation_span());
+        let Some(run) = crate::lease::run_records::RunRecord::of(record) else {
+            return;
+        };
+        // A start reported after its end (the shim reports starts off the launch path) must
+        // not replace the end's record.
+        let ended = run.ended_at_ms.is_none()
+            && self.ledger.inspect(&record.job, |records| {
+                records.iter().any(|r| {
+                    r.scheduled_at_ms == record.scheduled_at_ms
+                        && r.attempt == record.attempt
+                        && matches!(r.event, Event::Finished(_))
+                })
+            });
+        if !ended {
+            // Kept for the longest span of any job, so no node prunes what another still judges.
+            let keep = set
+                .jobs
+                .values()
+                .filter(|j| j.spec.expect.is_some())
+                .map(|j| j.spec.expectation_span())
+                .max()
+                .unwrap_or_default();
+            store.record_run(run, keep);
         }
     }
 

@@ -23,34 +23,17 @@
 use std::time::Duration;
 
 use crate::duration::format_duration;
+pub use crate::job::Expectation;
 use crate::schedule::Schedule;
 
 /// The longest `completeWithin`: the judge keeps every firing of the job until its deadline,
 /// and the nodes keep the runs it reads that long.
 pub const MAX_COMPLETE_WITHIN: Duration = Duration::from_secs(24 * 3600);
 
-/// A job's expectation. At least one of the two is set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Expectation {
-    /// A successful run finished at most this long after the nominal instant.
-    pub complete_within: Option<Duration>,
-    /// No run lasted longer than this.
-    pub max_duration: Option<Duration>,
-}
-
-impl Expectation {
-    /// True when neither setting is given.
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// How long after its instant a firing can still be judged: its deadline, or the longest
-    /// a run started at its deadline may take, whichever is later.
-    pub fn horizon(&self) -> Duration {
-        let within = self.complete_within.unwrap_or_default();
-        within + self.max_duration.unwrap_or_default()
-    }
-}
+/// The most instants of the schedule `completeWithin` may span: the owner and each peer
+/// remember a job's recent runs in a bounded ring (about 66 firings in 200 records), and a
+/// firing must still be remembered when it is judged.
+pub const MAX_INSTANTS_WITHIN: u32 = 50;
 
 /// Checks a job's `expect` keys against its schedule; `None` when none is given. On failure,
 /// every problem as (key, sentence), for the caller to place.
@@ -87,6 +70,18 @@ pub fn expectation_from(
                     "{} is longer than the limit of {}",
                     format_duration(within),
                     format_duration(MAX_COMPLETE_WITHIN)
+                ),
+            ));
+        } else if let Some(gap) = crate::catch_up::shortest_gap(schedule)
+            && within > gap * MAX_INSTANTS_WITHIN
+        {
+            problems.push((
+                "expect.completeWithin",
+                format!(
+                    "{} spans more than {MAX_INSTANTS_WITHIN} instants of the schedule (one \
+                     every {}): the runs it is judged on are not remembered that long",
+                    format_duration(within),
+                    format_duration(gap)
                 ),
             ));
         }
@@ -154,6 +149,10 @@ pub struct Finding {
     pub breach: Breach,
     /// Why, naming the setting and the runs.
     pub why: String,
+    /// From when it could be known (Unix ms): the deadline of a missed firing, the start of
+    /// the second run of a duplicate, the moment a run passed `maxDuration`. A judge that
+    /// took over after that leaves it to the judge before it.
+    pub since_ms: i64,
 }
 
 /// What the judge may assume when it looks at one firing.
@@ -180,23 +179,21 @@ pub fn judge(look: Look, runs: &[RunSeen]) -> Vec<Finding> {
     let mut found = Vec::new();
     if let Some(within) = look.expect.complete_within {
         let deadline = look.instant_ms.saturating_add(ms(within));
-        if look.now_ms >= deadline.saturating_add(ms(look.grace)) {
-            let done = runs
-                .iter()
-                .filter_map(|r| r.ended)
-                .any(|e| e.succeeded && e.at_ms <= deadline);
-            if !done {
-                found.push(Finding {
-                    breach: Breach::Missed,
-                    why: missed_why(within, runs),
-                });
-            }
+        if look.now_ms >= deadline.saturating_add(ms(look.grace))
+            && !met(look.expect, look.instant_ms, runs)
+        {
+            found.push(Finding {
+                breach: Breach::Missed,
+                why: missed_why(within, runs),
+                since_ms: deadline,
+            });
         }
     }
-    if let Some(why) = duplicated_why(runs).filter(|_| look.single_run) {
+    if let Some((why, since_ms)) = duplicated_why(runs).filter(|_| look.single_run) {
         found.push(Finding {
             breach: Breach::Duplicated,
             why,
+            since_ms,
         });
     }
     if let Some(max) = look.expect.max_duration {
@@ -215,6 +212,7 @@ pub fn judge(look: Look, runs: &[RunSeen]) -> Vec<Finding> {
             };
             found.push(Finding {
                 breach: Breach::TooLong,
+                since_ms: r.started_at_ms.saturating_add(limit),
                 why: format!(
                     "the run on {} (attempt {}) {how}, longer than maxDuration {}",
                     r.node,
@@ -244,23 +242,37 @@ fn missed_why(within: Duration, runs: &[RunSeen]) -> String {
     }
 }
 
-/// Two runs of one attempt: on two nodes, or twice on one node (two start times).
-fn duplicated_why(runs: &[RunSeen]) -> Option<String> {
+/// Two runs of one attempt: on two nodes, or twice on one node (two start times); with the
+/// later start.
+fn duplicated_why(runs: &[RunSeen]) -> Option<(String, i64)> {
     for (i, a) in runs.iter().enumerate() {
         for b in &runs[i + 1..] {
             if a.attempt == b.attempt && (a.node != b.node || a.started_at_ms != b.started_at_ms) {
-                return Some(if a.node == b.node {
+                let why = if a.node == b.node {
                     format!("attempt {} ran twice on {}", a.attempt, a.node)
                 } else {
                     format!(
                         "attempt {} ran on both {} and {}",
                         a.attempt, a.node, b.node
                     )
-                });
+                };
+                return Some((why, a.started_at_ms.max(b.started_at_ms)));
             }
         }
     }
     None
+}
+
+/// True when some run of the firing finished successfully by its deadline: the firing met
+/// `completeWithin` for good, whatever is later forgotten of its runs.
+pub fn met(expect: Expectation, instant_ms: i64, runs: &[RunSeen]) -> bool {
+    let Some(within) = expect.complete_within else {
+        return false;
+    };
+    let deadline = instant_ms.saturating_add(ms(within));
+    runs.iter()
+        .filter_map(|r| r.ended)
+        .any(|e| e.succeeded && e.at_ms <= deadline)
 }
 
 fn ms(d: Duration) -> i64 {

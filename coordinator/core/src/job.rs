@@ -139,6 +139,30 @@ pub struct CatchUpPolicy {
     pub limit: u32,
 }
 
+/// A job's expectation (`expect:`, checked and judged in [`crate::expect`]). At least one of
+/// the two is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Expectation {
+    /// A successful run finished at most this long after the nominal instant.
+    pub complete_within: Option<Duration>,
+    /// No run lasted longer than this.
+    pub max_duration: Option<Duration>,
+}
+
+impl Expectation {
+    /// True when neither setting is given.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// How long after its instant a firing can still be judged: its deadline, or the longest
+    /// a run started at its deadline may take, whichever is later.
+    pub fn horizon(&self) -> Duration {
+        let within = self.complete_within.unwrap_or_default();
+        within + self.max_duration.unwrap_or_default()
+    }
+}
+
 /// The most relaunches a job may ask for: enough for any real retry policy, and small enough
 /// that attempt arithmetic can never overflow.
 pub const MAX_RETRIES: u32 = 1000;
@@ -207,7 +231,7 @@ pub struct JobSpec {
     pub catch_up: Option<CatchUpPolicy>,
     /// What every firing is expected to do, judged for the cluster (`expect:`,
     /// [`crate::expect`]); `None` for no expectation, the default.
-    pub expect: Option<crate::expect::Expectation>,
+    pub expect: Option<Expectation>,
 }
 
 /// A scheduled firing's start deadline when the job sets none: a real crond starts the

@@ -57,7 +57,7 @@ pub struct JobSummary {
 }
 
 /// The most runs one job's summary names in `recent_runs`.
-pub const MAX_RECENT_RUNS: usize = 16;
+pub const MAX_RECENT_RUNS: usize = 64;
 
 /// One run of a recent firing on the serving node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

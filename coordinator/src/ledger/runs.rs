@@ -22,7 +22,10 @@ pub struct InstantRun {
 }
 
 /// The runs of instants at or after `since_ms` in `records` (oldest first), newest last. A run
-/// whose start record fell out of the bounded ring still shows, from its end record.
+/// whose start record fell out of the bounded ring still shows, from its end record, and so
+/// does one whose end was recorded before its start (the shim reports a start off the launch
+/// path, so a short run's end can arrive first): a start that names a run already seen, by
+/// instant, attempt and start time, adds nothing.
 pub fn runs_since(records: &VecDeque<Record>, since_ms: i64) -> Vec<InstantRun> {
     let mut runs: Vec<InstantRun> = Vec::new();
     let counted = |r: &Record| {
@@ -33,7 +36,13 @@ pub fn runs_since(records: &VecDeque<Record>, since_ms: i64) -> Vec<InstantRun> 
             )
     };
     for r in records.iter().filter(|r| counted(r)) {
+        let same_start = |o: &InstantRun, at_ms: i64| {
+            o.scheduled_at_ms == r.scheduled_at_ms
+                && o.run.attempt == r.attempt
+                && o.run.started_at_ms == at_ms
+        };
         match &r.event {
+            Event::Started { at_ms, .. } if runs.iter().any(|o| same_start(o, *at_ms)) => {}
             Event::Started { at_ms, .. } => runs.push(InstantRun {
                 scheduled_at_ms: r.scheduled_at_ms,
                 run: RunSeen {
@@ -112,6 +121,9 @@ mod tests {
             record(60_000, FiringKind::Scheduled, end(60_010, 61_000, 1)),
             record(60_000, FiringKind::Retry { attempt: 2 }, started(62_000)),
             record(120_000, FiringKind::CatchUp, end(120_500, 121_000, 0)),
+            // A short run whose end was recorded before its start.
+            record(180_000, FiringKind::Scheduled, end(180_010, 180_020, 0)),
+            record(180_000, FiringKind::Scheduled, started(180_010)),
         ]
         .into_iter()
         .collect();
@@ -129,6 +141,7 @@ mod tests {
                 (60_000, 1, 60_010, Some((61_000, false))),
                 (60_000, 2, 62_000, None),
                 (120_000, 1, 120_500, Some((121_000, true))),
+                (180_000, 1, 180_010, Some((180_020, true))),
             ]
         );
     }

@@ -69,8 +69,8 @@ struct Watched {
     owned_since_ms: Option<i64>,
     /// Instants up to here are watched already.
     cursor_ms: i64,
-    /// Watched firings and the breaches already reported of each.
-    open: BTreeMap<i64, BTreeSet<Breach>>,
+    /// Watched firings, by instant.
+    open: BTreeMap<i64, Open>,
     /// The MAX_OPEN warning was given.
     warned_full: bool,
 }
@@ -100,7 +100,7 @@ impl Watched {
             if ms > now_ms {
                 break;
             }
-            self.open.insert(ms, BTreeSet::new());
+            self.open.insert(ms, Open::default());
             at = Some(next);
         }
         self.cursor_ms = now_ms;
@@ -115,6 +115,16 @@ impl Watched {
             }
         }
     }
+}
+
+/// What is known of one watched firing.
+#[derive(Debug, Default)]
+struct Open {
+    /// The breaches already reported (or left to the judge before this one).
+    reported: BTreeSet<Breach>,
+    /// A run succeeded by the deadline: `completeWithin` is met for good, even once the bounded
+    /// ledger or a peer's report forgets the run.
+    met: bool,
 }
 
 fn written(spec: &JobSpec) -> (String, Option<String>, Expectation, ClusterPolicy) {
@@ -233,34 +243,36 @@ fn judge_job(
         runs.entry(r.scheduled_at_ms).or_default().push(r.run);
     }
     let owned_since = watched.owned_since_ms.unwrap_or(now.unix_ms);
-    let within_ms = shape
-        .expect
-        .complete_within
-        .map_or(0, |d| d.as_millis() as i64);
-    let grace_ms = shape.grace.as_millis() as i64;
-    for (&at, reported) in &mut watched.open {
+    let grace_ms = i64::try_from(shape.grace.as_millis()).unwrap_or(i64::MAX);
+    for (&at, open) in &mut watched.open {
+        let of = runs.get(&at).map_or(&[][..], Vec::as_slice);
+        open.met = open.met || cronstable_core::expect::met(shape.expect, at, of);
+        let mut expect = shape.expect;
+        if open.met {
+            expect.complete_within = None;
+        }
         let look = Look {
-            expect: shape.expect,
+            expect,
             single_run: shape.single_run,
             instant_ms: at,
             now_ms: now.unix_ms,
             grace: shape.grace,
         };
-        let of = runs.get(&at).map_or(&[][..], Vec::as_slice);
         for finding in judge(look, of) {
-            // `missed` belongs to whoever owns the job at its judgement.
-            let judged_at = at + within_ms + grace_ms;
-            if finding.breach == Breach::Missed && judged_at < owned_since {
-                reported.insert(Breach::Missed);
+            // A breach belongs to whoever owned the job when it could first be known (plus
+            // the grace its reports take): a new owner leaves the earlier ones to the old.
+            if finding.since_ms.saturating_add(grace_ms) < owned_since {
+                open.reported.insert(finding.breach);
             }
-            if reported.insert(finding.breach) {
+            if open.reported.insert(finding.breach) {
                 report(state, (name, set_id), at, &finding, now);
             }
         }
     }
+    let keep_ms = shape.keep_ms.saturating_add(grace_ms);
     watched
         .open
-        .retain(|&at, _| now.unix_ms <= at.saturating_add(shape.keep_ms));
+        .retain(|&at, _| now.unix_ms <= at.saturating_add(keep_ms));
 }
 
 /// Reports one breach: the log line, the counter, the webhook event and the `/jobs` mark.

@@ -13,6 +13,7 @@ mod etcd_credentials;
 mod etcd_handoff;
 mod etcd_ledger;
 mod etcd_store;
+mod expectations;
 mod filesystem_store;
 mod firing_claims;
 mod gate;

@@ -175,3 +175,31 @@ fn the_settings_are_checked_once_for_every_door() {
     };
     assert_eq!(expectation_from(max_only, &reboot), Ok(Some(max_only)));
 }
+
+#[test]
+fn complete_within_spans_at_most_fifty_instants_and_each_finding_says_since_when() {
+    let every_minute = Schedule::parse("* * * * *", None).unwrap();
+    let at = |mins: u64| Expectation {
+        complete_within: Some(Duration::from_secs(mins * 60)),
+        max_duration: None,
+    };
+    assert!(expectation_from(at(50), &every_minute).is_ok());
+    let problems = expectation_from(at(51), &every_minute).unwrap_err();
+    assert!(
+        problems[0].1.contains("more than 50 instants"),
+        "{problems:?}"
+    );
+    let found = judge(
+        look(11 * MIN),
+        &[run("n1", 1, 1_000, None), run("n2", 1, 2_000, None)],
+    );
+    let since: Vec<_> = found.iter().map(|f| (f.breach, f.since_ms)).collect();
+    assert_eq!(
+        since,
+        [
+            (Breach::Missed, 10 * MIN),
+            (Breach::Duplicated, 2_000),
+            (Breach::TooLong, 1_000 + 2 * MIN)
+        ]
+    );
+}

@@ -44,32 +44,38 @@ pub async fn read(state: &CoordinatorState, judge: &mut Judge) -> Runs {
     if let ClusterStatus::Gossip(g) = status.as_ref() {
         return from_peers(&g.peers);
     }
-    match state.records_store().filter(|s| s.keeps_runs()) {
-        Some(store) => from_store(state, &store, &mut judge.store_error).await,
-        None => Runs::default(),
-    }
+    let Some(store) = state.records_store().filter(|s| s.keeps_runs()) else {
+        return Runs::default();
+    };
+    // From the oldest firing an owned job still watches (the next pass opens only instants
+    // after its cursor).
+    let from = judge
+        .jobs
+        .values()
+        .filter(|w| w.owned_since_ms.is_some())
+        .map(|w| {
+            w.open
+                .keys()
+                .next()
+                .copied()
+                .unwrap_or(w.cursor_ms)
+                .min(w.cursor_ms)
+        })
+        .min()
+        .unwrap_or(i64::MAX);
+    from_store(state, &store, from, &mut judge.store_error).await
 }
 
-/// The other nodes' run records of the span any watched firing may still be judged in. A
-/// store that cannot be read gives nothing this pass (one WARNING per change of error).
+/// The other nodes' run records of the instants from `from` on. A store that cannot be read
+/// gives nothing this pass (one WARNING per change of error).
 async fn from_store(
     state: &CoordinatorState,
     store: &crate::lease::records_store::RecordsStore,
+    from: i64,
     last_error: &mut Option<String>,
 ) -> Runs {
-    let span = state
-        .registry
-        .current()
-        .jobs
-        .values()
-        .filter(|j| j.spec.expect.is_some())
-        .map(|j| j.spec.expectation_span())
-        .max()
-        .unwrap_or_default();
-    let now = crate::clock::now_ms();
-    let from = now.saturating_sub(i64::try_from(span.as_millis()).unwrap_or(i64::MAX));
     let me = state.node_name();
-    match store.runs_between(from, now).await {
+    match store.runs_between(from, i64::MAX).await {
         Ok(records) => {
             if last_error.take().is_some() {
                 tracing::info!("expectations read the run records again");

@@ -333,3 +333,82 @@ async fn on_a_lease_store_the_holder_judges_runs_on_other_nodes_from_the_run_rec
         "b's run of `at` met it; `at + 1m` ran on both"
     );
 }
+
+/// A firing seen met stays met after the bounded ledger forgets its run, and a gossip grace
+/// longer than a minute still leaves time to judge a miss.
+#[tokio::test]
+async fn a_met_firing_stays_met_and_a_long_grace_still_judges_a_miss() {
+    let mut job = report_job(ClusterPolicy::Leader);
+    job.expect = Some(Expectation {
+        complete_within: Some(Duration::from_secs(600)),
+        max_duration: None,
+    });
+    let mut slow = view("a", vec![]);
+    if let ClusterStatus::Gossip(g) = std::sync::Arc::make_mut(&mut slow.status) {
+        g.interval = Duration::from_secs(30);
+    }
+    let (state, _tx) = node(slow, job);
+    let mut judge = Judge::default();
+    ran_here(&state, T0, T0 + 100, T0 + 900, 0);
+    passes(&state, &mut judge, &[T0 - 1_000, T0 + 1_000]).await;
+    // Push the run out of the ring with decisions about a later instant.
+    for i in 0..crate::ledger::Ledger::PER_JOB {
+        state.record(Record {
+            job: "report".into(),
+            scheduled_at_ms: T0 + 30 * MIN,
+            kind: FiringKind::Scheduled,
+            attempt: 1,
+            node: "a".into(),
+            recorded_at_ms: T0 + 2_000 + i as i64,
+            event: Event::Skipped {
+                reason: None,
+                message: String::new(),
+            },
+        });
+    }
+    assert!(
+        crate::ledger::runs::runs_since(&state.ledger.records("report").into(), T0).is_empty(),
+        "the run is forgotten"
+    );
+    // Grace on this view: 2 × 30 s + 1 s.
+    passes(
+        &state,
+        &mut judge,
+        &[T0 + 10 * MIN + 61_000, T0 + 11 * MIN + 61_000],
+    )
+    .await;
+    assert_eq!(
+        found(&state),
+        [(Breach::Missed, MIN)],
+        "T0 was seen met; T0+1m, which nobody ran, is judged a grace after its deadline"
+    );
+}
+
+/// A long run the previous owner could already see is left to it; one that passes
+/// maxDuration in this node's term is this node's to report.
+#[tokio::test]
+async fn a_new_owner_leaves_an_earlier_long_run_to_the_judge_before_it() {
+    let going = |at: i64| RecentRun {
+        ended_at_ms: None,
+        duration_ms: None,
+        succeeded: None,
+        ..b_ran(at, at + 100, 0)
+    };
+    let (state, tx) = node(
+        view("b", vec![going(T0), going(T0 + MIN)]),
+        report_job(ClusterPolicy::Leader),
+    );
+    let mut judge = Judge::default();
+    passes(&state, &mut judge, &[T0 - 1_000, T0 + 40_000]).await;
+    tx.send_modify(|v| *v = view("a", vec![going(T0), going(T0 + MIN)]));
+    passes(&state, &mut judge, &[T0 + 40_000, T0 + MIN + 30_000]).await;
+    let got: Vec<_> = found(&state)
+        .into_iter()
+        .filter(|(b, _)| *b == Breach::TooLong)
+        .collect();
+    assert_eq!(
+        got,
+        [(Breach::TooLong, MIN)],
+        "T0's run passed maxDuration at T0+20.1s, in b's term; T0+1m's in this node's"
+    );
+}

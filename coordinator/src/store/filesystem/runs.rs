@@ -90,11 +90,27 @@ fn between(dir: &Path, from_ms: i64, to_ms: i64) -> Result<Vec<RunRecord>, Lease
     Ok(runs)
 }
 
+/// Removes the records of instants before `before_ms`, and temporary files a writer that died
+/// mid-write left (older than an hour).
 fn prune(dir: &Path, before_ms: i64) -> Result<usize, LeaseError> {
     let mut removed = 0;
     for (name, at) in listed(dir)? {
         if at < before_ms && std::fs::remove_file(dir.join(name)).is_ok() {
             removed += 1;
+        }
+    }
+    let stale = |e: &std::fs::DirEntry| {
+        e.metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(3600))
+    };
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.filter_map(Result::ok) {
+            if e.file_name().to_string_lossy().starts_with(".run-") && stale(&e) {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
     Ok(removed)
