@@ -9,6 +9,12 @@
 //! same runs, logged in the harness format with the nominal instant each ran for, are judged
 //! again by `cronstable verify`, whose table follows.
 //!
+//! Both jobs carry an expectation (`expect.completeWithin` 5 s for the per-second job, 20 s for
+//! the per-minute one), and every coordinator posts its `job_expectation` events to a receiver
+//! in this program: each `missed` report is compared with the run log (did some run of that
+//! instant end within the window?), which gives the false alarms, the misses nobody reported,
+//! and the detection latency (the report's `detected_at` after the instant's deadline).
+//!
 //! On gossip (three coordinators over mTLS on loopback, interval 1 s) nothing is claimed and
 //! catch-up is best effort: what a stopped leader may have run in its last moments is taken as
 //! run, so there the figures are close to those without.
@@ -27,6 +33,10 @@ use cronstable_tests::etcd::Etcd;
 use cronstable_tests::gossip::{ClusterFiles, ClusterPlan};
 use cronstable_tests::lease::{Store, start_lease_node, wait_one_leader};
 use cronstable_tests::{Coordinator, PATIENCE, Proc, now_ms, recorder, start_shim};
+
+/// The jobs' `expect.completeWithin`, in seconds.
+const TICK_WITHIN: i64 = 5;
+const MINUTE_WITHIN: i64 = 20;
 
 /// Nominal instant (Unix s) → (runs, of which catch-ups), per job.
 type Seen = BTreeMap<String, BTreeMap<i64, (usize, usize)>>;
@@ -80,8 +90,10 @@ fn crontab(dir: &Path, catch_up: bool) -> (PathBuf, PathBuf, PathBuf) {
         &tab,
         format!(
             "# cronstable: name=tick clusterPolicy=Leader seconds=true{second}\n\
+             # cronstable: expect.completeWithin={TICK_WITHIN}s\n\
              * * * * * * {r}\n\
              # cronstable: name=minute clusterPolicy=Leader{minute}\n\
+             # cronstable: expect.completeWithin={MINUTE_WITHIN}s\n\
              * * * * * {r}\n",
             r = script.display()
         ),
@@ -191,6 +203,110 @@ fn judge(seen: &Seen, job: &str, from: i64, to: i64, step: i64) -> (usize, usize
     (instants.len(), missed, doubled, caught)
 }
 
+/// Job → instant (Unix ms) → the earliest end of a run of it (Unix ms), from the run log.
+fn ends(log: &Path) -> BTreeMap<String, BTreeMap<i64, i64>> {
+    let mut out: BTreeMap<String, BTreeMap<i64, i64>> = BTreeMap::new();
+    for line in std::fs::read_to_string(log).unwrap_or_default().lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(job), Some(at), Some(t)) = (
+            v["job"].as_str(),
+            v["scheduledAt"].as_i64(),
+            v["t"].as_i64(),
+        ) else {
+            continue;
+        };
+        if v["ev"] == "end" {
+            let e = out
+                .entry(job.to_owned())
+                .or_default()
+                .entry(at)
+                .or_insert(t);
+            *e = (*e).min(t);
+        }
+    }
+    out
+}
+
+fn ms_of(v: &serde_json::Value) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(v.as_str()?)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+/// Prints, per job, the `missed` reports against the run log over `from..=to` (Unix s).
+fn judge_expectations(events: &[serde_json::Value], log: &Path, from: i64, to: i64) {
+    let ends = ends(log);
+    println!("expectations (missed), judged against the run log:");
+    println!(
+        "| job | instants | missed by the log | reported | false alarms | not reported | \
+         detection after the deadline (median / max) | duplicated reports |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (job, step, within) in [("tick", 1, TICK_WITHIN), ("minute", 60, MINUTE_WITHIN)] {
+        let first = (from + step - 1) / step * step;
+        let instants: Vec<i64> = (first..=to)
+            .step_by(step as usize)
+            .map(|s| s * 1000)
+            .collect();
+        let empty = BTreeMap::new();
+        let job_ends = ends.get(job).unwrap_or(&empty);
+        let truly_missed: Vec<i64> = instants
+            .iter()
+            .copied()
+            .filter(|at| job_ends.get(at).is_none_or(|end| *end > at + within * 1000))
+            .collect();
+        let mut reported: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut duplicated = 0;
+        for e in events.iter().filter(|e| e["job"] == job) {
+            let (Some(at), Some(found)) = (ms_of(&e["scheduled_at"]), ms_of(&e["detected_at"]))
+            else {
+                continue;
+            };
+            if !instants.contains(&at) {
+                continue;
+            }
+            match e["breach"].as_str() {
+                Some("missed") => {
+                    reported.entry(at).or_insert(found);
+                }
+                Some("duplicated") => duplicated += 1,
+                _ => {}
+            }
+        }
+        let false_alarms: Vec<i64> = reported
+            .keys()
+            .copied()
+            .filter(|at| !truly_missed.contains(at))
+            .collect();
+        let unreported = truly_missed
+            .iter()
+            .filter(|at| !reported.contains_key(at))
+            .count();
+        let mut latency: Vec<i64> = reported
+            .iter()
+            .filter(|(at, _)| truly_missed.contains(at))
+            .map(|(at, found)| found - (at + within * 1000))
+            .collect();
+        latency.sort_unstable();
+        let lat = match (latency.get(latency.len() / 2), latency.last()) {
+            (Some(m), Some(x)) => format!("{:.1} s / {:.1} s", *m as f64 / 1e3, *x as f64 / 1e3),
+            _ => "-".to_owned(),
+        };
+        if !false_alarms.is_empty() {
+            eprintln!("{job}: false alarms at (Unix ms) {false_alarms:?}");
+        }
+        println!(
+            "| {job} | {} | {} | {} | {} | {unreported} | {lat} | {duplicated} |",
+            instants.len(),
+            truly_missed.len(),
+            reported.len(),
+            false_alarms.len(),
+        );
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let minutes: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(30);
@@ -224,6 +340,16 @@ fn main() {
         .collect();
     let webs: Vec<_> = nodes.iter().map(|n| n.web).collect();
     wait_one_leader(&webs, PATIENCE).expect("a leader");
+    // Every node posts its expectation events here; the config stays so for its restarts.
+    let (url, rx) = cronstable_tests::webhook_receiver(0);
+    for node in &nodes {
+        let mut config = std::fs::read_to_string(&node.config).unwrap();
+        config.push_str(&format!(
+            "notify:\n  webhook:\n    url: {url}\n    events: [job_expectation]\n"
+        ));
+        std::fs::write(&node.config, config).unwrap();
+        node.reload();
+    }
     std::thread::sleep(Duration::from_secs(5));
     let from = now_ms() / 1000 + 1;
     let end = Instant::now() + Duration::from_secs(minutes * 60);
@@ -285,6 +411,8 @@ fn main() {
         "verdicts: {}; valid: {}",
         report["verdicts"], report["valid"]
     );
+    let events: Vec<serde_json::Value> = rx.try_iter().collect();
+    judge_expectations(&events, &log, from, to);
     drop(nodes);
     drop(etcd);
     let kept = dir.keep();
