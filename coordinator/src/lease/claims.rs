@@ -147,6 +147,16 @@ pub trait FiringClaimStore: Send + 'static {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Vec<(String, i64)>, LeaseError>;
+
+    /// The claims of `job` whose instant is in `from_ms..=to_ms`, bodies and all, in any
+    /// order; a claim that cannot be decoded is left out. What the dashboard's timeline reads
+    /// to name the node that ran a firing.
+    async fn claims_of(
+        &mut self,
+        job: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<FiringClaim>, LeaseError>;
 }
 
 #[cfg(test)]

@@ -570,6 +570,21 @@ where
             ("report".to_owned(), 120_000),
         ]
     );
+    // What the timeline reads: one job's claims with their bodies.
+    let mut bodies = c.claims_of("report", 60_000, 180_000).await.unwrap();
+    bodies.sort_by_key(|b| b.scheduled_at_ms);
+    assert_eq!(
+        bodies
+            .iter()
+            .map(|b| (b.scheduled_at_ms, b.node.as_str()))
+            .collect::<Vec<_>>(),
+        [(60_000, "c"), (120_000, bodies[1].node.as_str())],
+        "{bodies:?}"
+    );
+    assert_eq!(
+        c.claims_of("nightly report/eu", 0, 300_000).await.unwrap(),
+        std::slice::from_ref(&odd)
+    );
     let mut inner = c.claimed_between(60_001, 179_999).await.unwrap();
     inner.sort();
     assert_eq!(inner, [("report".to_owned(), 120_000)]);

@@ -323,6 +323,23 @@ impl FiringClaimStore for MemoryStore {
         .await
     }
 
+    async fn claims_of(
+        &mut self,
+        job: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<FiringClaim>, LeaseError> {
+        self.on_store(|inner| {
+            inner
+                .claims
+                .iter()
+                .filter(|((at, j), _)| j == job && (from_ms..=to_ms).contains(at))
+                .map(|(_, c)| c.clone())
+                .collect()
+        })
+        .await
+    }
+
     async fn prune_claims(&mut self, before_ms: i64) -> Result<usize, LeaseError> {
         self.on_store(|inner| {
             let before = inner.claims.len();

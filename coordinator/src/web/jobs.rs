@@ -6,7 +6,9 @@
 //! `distribution: spread` (inventory §8.2), so the common single-node poll stays lean.
 //!
 //! Everything here reads the ledger of *this* node: a firing another node ran shows up as
-//! `elsewhere` (this node's gate skipped it as not leader or not owner).
+//! `elsewhere` (this node's gate skipped it as not leader or not owner), and `/firings` adds
+//! the nodes that ran each instant where the cluster's records name them
+//! ([`super::who_ran`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::PoisonError;
@@ -34,7 +36,7 @@ use crate::ledger::{Event, Outcome, Record, RunEnd, RunStatus, explain};
 /// The most nominal instants one `/firings` answer explains.
 const MAX_FIRINGS: usize = 500;
 /// The window `/firings` explains when none is given.
-const DEFAULT_WINDOW_MS: i64 = 30 * 60 * 1000;
+const DEFAULT_WINDOW_MS: i64 = 60 * 60 * 1000;
 /// Records `/jobs/{name}` returns, newest first.
 const DETAIL_RECORDS: usize = 50;
 
@@ -207,7 +209,11 @@ pub(super) async fn firings(
         )
     })?;
     let set = state.core.registry.current();
-    set.get(&name).ok_or_else(|| unknown_job(&name))?;
+    let policy = set
+        .get(&name)
+        .ok_or_else(|| unknown_job(&name))?
+        .spec
+        .cluster_policy;
     let now = now_ms();
     let to = window.to.unwrap_or(now);
     let from = window.from.unwrap_or(to - DEFAULT_WINDOW_MS);
@@ -226,6 +232,11 @@ pub(super) async fn firings(
         by_instant.entry(r.scheduled_at_ms).or_default().push(r);
     }
     let instants = nominal_instants(schedule, from, to.min(now));
+    let span = (
+        instants.first().copied().unwrap_or(from),
+        instants.last().copied().unwrap_or(to),
+    );
+    let (who, who_error) = super::who_ran::who_ran(&state.core, &name, policy, span).await;
     let firings: Vec<Value> = instants
         .iter()
         .map(|&t| {
@@ -240,12 +251,19 @@ pub(super) async fn firings(
                 .rev()
                 .find(|r| matches!(r.event, Event::Finished(RunEnd { .. })))
                 .map(|r| record_json(r));
+            let ran = who.get(&t);
+            let caught_up = recs.iter().any(|r| {
+                r.kind == FiringKind::CatchUp
+                    && matches!(r.event, Event::Started { .. } | Event::Finished(_))
+            });
             json!({
                 "scheduledAt": rfc3339(t),
                 "scheduledAtMs": t,
                 "outcome": outcome,
                 "reason": reason,
                 "run": run,
+                "ranOn": ran.map(|r| r.nodes.clone()),
+                "catchUp": caught_up || ran.is_some_and(|r| r.catch_up),
             })
         })
         .collect();
@@ -264,6 +282,7 @@ pub(super) async fn firings(
         "to": rfc3339(to),
         "knownSince": known_since.and_then(rfc3339),
         "truncated": instants.len() == MAX_FIRINGS,
+        "ranOnUnknown": who_error,
         "firings": firings,
         "otherRuns": other_runs,
     })))

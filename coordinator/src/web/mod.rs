@@ -13,6 +13,7 @@ mod jobs;
 mod json;
 mod node;
 mod origin;
+mod who_ran;
 
 use std::sync::Arc;
 

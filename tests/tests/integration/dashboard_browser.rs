@@ -281,6 +281,31 @@ fn gsp_113_the_fleet_panel_shows_a_lease_clusters_nodes_through_the_mesh() {
     assert!(!fleet.contains("exchanges nothing"), "{fleet}");
     assert_no_console_errors(&browser, "on a lease node's dashboard with the mesh");
     save_screenshot(&browser, "dashboard-lease-fleet.png");
+
+    // The timeline names the node that ran each instant, from the store's claims, whichever
+    // node holds the lease: "did my firing run, and where" is one look.
+    browser.click_css("#jobs-table tr[data-job=heartbeat]");
+    browser.wait_for_text("#drawer-title", "heartbeat");
+    let named = wait_for("timeline targets that name the node that ran them", || {
+        let v = browser.execute(
+            "return [...document.querySelectorAll('#timeline svg rect[y=\"6\"] title')]\
+               .map(t => t.textContent).filter(t => / · ran on n[12]$/.test(t));",
+            json!([]),
+        );
+        v.as_array().filter(|a| a.len() >= 3).cloned()
+    });
+    println!("named: {:?}", &named[..3]);
+    let firings = get_json(nodes[0].web, "/jobs/heartbeat/firings", &[]);
+    assert!(
+        firings["firings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["ranOn"].as_array().is_some_and(|n| n.len() == 1)),
+        "{firings}"
+    );
+    save_screenshot(&browser, "dashboard-lease-timeline.png");
+    assert_no_console_errors(&browser, "with the lease node's heartbeat drawer open");
 }
 
 #[test]

@@ -168,6 +168,24 @@ impl RecordsStore {
         .await
     }
 
+    /// The claims of `job` of an instant in `from_ms..=to_ms`, with their bodies (for the
+    /// dashboard's timeline).
+    pub async fn claims_of(
+        &self,
+        job: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<FiringClaim>, LeaseError> {
+        bounded("reading the claims", async {
+            self.client
+                .lock()
+                .await
+                .claims_of(job, from_ms, to_ms)
+                .await
+        })
+        .await
+    }
+
     /// The jobs recorded under `job_set_id`.
     pub async fn read(&self, job_set_id: &str) -> Result<BTreeSet<String>, LeaseError> {
         bounded("reading the @reboot records", async {

@@ -120,4 +120,29 @@ impl FiringClaimStore for EtcdStore {
             })
             .collect())
     }
+
+    async fn claims_of(
+        &mut self,
+        job: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<FiringClaim>, LeaseError> {
+        let (from, to) = (
+            self.claims_at(from_ms),
+            self.claims_at(to_ms.saturating_add(1)),
+        );
+        let mut client = self.client().await?;
+        let resp = self
+            .request(
+                "reading the claims",
+                client.get(from, Some(GetOptions::new().with_range(to))),
+            )
+            .await?;
+        Ok(resp
+            .kvs()
+            .iter()
+            .filter_map(|kv| serde_json::from_slice::<FiringClaim>(kv.value()).ok())
+            .filter(|c| c.job == job)
+            .collect())
+    }
 }

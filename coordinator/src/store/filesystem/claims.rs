@@ -221,6 +221,24 @@ impl FiringClaimStore for FilesystemStore {
         let dir = self.claims_dir();
         self.blocking(move || between(&dir, from_ms, to_ms)).await
     }
+
+    async fn claims_of(
+        &mut self,
+        job: &str,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Vec<FiringClaim>, LeaseError> {
+        let (dir, job) = (self.claims_dir(), job.to_owned());
+        self.blocking(move || {
+            let found = between(&dir, from_ms, to_ms)?;
+            Ok(found
+                .into_iter()
+                .filter(|(j, _)| *j == job)
+                .filter_map(|(j, at)| read_existing(&dir.join(file_name(&j, at))).ok().flatten())
+                .collect())
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

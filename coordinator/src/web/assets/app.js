@@ -3,7 +3,7 @@
 'use strict';
 
 const REFRESH_MS = 2000;
-const WINDOW_MS = 30 * 60 * 1000;
+const WINDOW_MS = 60 * 60 * 1000;
 let openJob = null;
 
 const $ = (sel) => document.querySelector(sel);
@@ -268,13 +268,17 @@ function timeline(f) {
     // A run of a few milliseconds is still drawn wide enough to see, and kept inside the plot.
     const width = Math.max(3, w);
     r.setAttribute('x', Math.min(x0, 1000 - width).toFixed(1)); r.setAttribute('y', y); r.setAttribute('width', width.toFixed(1)); r.setAttribute('height', h);
-    r.setAttribute('fill', { ran: '#2e9d57', running: '#3b78c2', elsewhere: '#b7c7db', unknown: '#e3e6ea' }[cls] || '#d23c3c');
+    r.setAttribute('fill', { ran: '#2e9d57', running: '#3b78c2', elsewhere: '#b7c7db', unknown: '#e3e6ea', catchup: '#c08a1e' }[cls] || '#d23c3c');
     const t = document.createElementNS(NS, 'title'); t.textContent = title; r.append(t);
     svg.append(r);
   };
   for (const fi of f.firings) {
     const t = fi.scheduledAtMs;
-    rect(x(t), 6, 4, 22, fi.outcome, `${fi.scheduledAt}: ${fi.outcome}${fi.reason ? ' (' + fi.reason + ')' : ''}`);
+    const where = fi.ranOn && fi.ranOn.length ? ` · ran on ${fi.ranOn.join(', ')}` : '';
+    const late = fi.catchUp ? ' · caught up late' : '';
+    rect(x(t), 6, 4, 22, fi.outcome, `${fi.scheduledAt}: ${fi.outcome}${fi.reason ? ' (' + fi.reason + ')' : ''}${where}${late}`);
+    // A caught-up instant gets a mark above its bar.
+    if (fi.catchUp) rect(x(t), 0, 4, 4, 'catchup', `${fi.scheduledAt}: caught up late`);
     if (fi.run) {
       const s = Date.parse(fi.run.startedAt), e = Date.parse(fi.run.finishedAt);
       rect(x(s), 36, x(e) - x(s), 8, fi.run.succeeded ? 'ran' : 'failed', `run ${fi.run.startedAt} – ${fi.run.finishedAt}: ${fi.run.succeeded ? 'ok' : exitText(fi.run)}`);
@@ -285,7 +289,7 @@ function timeline(f) {
     rect(x(s), 50, x(e) - x(s), 8, r.succeeded ? 'ran' : 'failed', `${r.kind} run ${r.startedAt}`);
   }
   const box = el('div', { class: 'timeline' }, svg,
-    el('div', { class: 'axis muted' }, el('span', {}, '30 min ago'),
+    el('div', { class: 'axis muted' }, el('span', {}, '1 h ago'),
       f.firings.length ? null : el('span', {}, 'no scheduled instants in this window'), el('span', {}, 'now')));
   return box;
 }
