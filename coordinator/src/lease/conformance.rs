@@ -560,40 +560,7 @@ where
         ..claim("b", 180_000)
     };
     assert_eq!(b.create_claim(&odd).await.unwrap(), ClaimWrite::Created);
-    let mut seen = c.claimed_between(60_000, 180_000).await.unwrap();
-    seen.sort();
-    assert_eq!(
-        seen,
-        [
-            ("nightly report/eu".to_owned(), 180_000),
-            ("report".to_owned(), 60_000),
-            ("report".to_owned(), 120_000),
-        ]
-    );
-    // What the timeline reads: one job's claims with their bodies.
-    let mut bodies = c.claims_of("report", 60_000, 180_000).await.unwrap();
-    bodies.sort_by_key(|b| b.scheduled_at_ms);
-    assert_eq!(
-        bodies
-            .iter()
-            .map(|b| (b.scheduled_at_ms, b.node.as_str()))
-            .collect::<Vec<_>>(),
-        [(60_000, "c"), (120_000, bodies[1].node.as_str())],
-        "{bodies:?}"
-    );
-    assert_eq!(
-        c.claims_of("nightly report/eu", 0, 300_000).await.unwrap(),
-        std::slice::from_ref(&odd)
-    );
-    let mut inner = c.claimed_between(60_001, 179_999).await.unwrap();
-    inner.sort();
-    assert_eq!(inner, [("report".to_owned(), 120_000)]);
-    assert!(
-        c.claimed_between(200_000, 300_000)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    claims_read_by_span(&mut c, &odd).await;
     // Giving a claim back: only the node and fence that made it remove it, whoever else asks,
     // and the instant is then free to claim again.
     let other_fence = FiringClaim {
@@ -624,4 +591,44 @@ where
         ..claim("c", 180_000)
     };
     assert_eq!(c.create_claim(&again).await.unwrap(), ClaimWrite::Created);
+}
+
+/// [`firing_claims_once`]'s reads: every claim of a span of instants by name (catch-up), and
+/// one job's claims with their bodies (the timeline). The store holds `report` at 60 000
+/// (by c) and 120 000, and `odd`.
+async fn claims_read_by_span<S: FiringClaimStore>(c: &mut S, odd: &super::claims::FiringClaim) {
+    let mut seen = c.claimed_between(60_000, 180_000).await.unwrap();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("nightly report/eu".to_owned(), 180_000),
+            ("report".to_owned(), 60_000),
+            ("report".to_owned(), 120_000),
+        ]
+    );
+    // What the timeline reads: one job's claims with their bodies.
+    let mut bodies = c.claims_of("report", 60_000, 180_000).await.unwrap();
+    bodies.sort_by_key(|b| b.scheduled_at_ms);
+    assert_eq!(
+        bodies
+            .iter()
+            .map(|b| (b.scheduled_at_ms, b.node.as_str()))
+            .collect::<Vec<_>>(),
+        [(60_000, "c"), (120_000, bodies[1].node.as_str())],
+        "{bodies:?}"
+    );
+    assert_eq!(
+        c.claims_of("nightly report/eu", 0, 300_000).await.unwrap(),
+        std::slice::from_ref(odd)
+    );
+    let mut inner = c.claimed_between(60_001, 179_999).await.unwrap();
+    inner.sort();
+    assert_eq!(inner, [("report".to_owned(), 120_000)]);
+    assert!(
+        c.claimed_between(200_000, 300_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
