@@ -183,7 +183,16 @@ pub fn pass(state: &CoordinatorState, judge: &mut Judge, elsewhere: &others::Run
         if watched.written != written(spec) {
             *watched = Watched::new(spec, now.unix_ms);
         }
-        let owner = view.owner_of(name, spec.cluster_policy, instant);
+        // Without a running manager (starting, stopping, failed to start) this node does not
+        // know who owns a Leader or PreferLeader job, so it does not judge one: the gate's
+        // "PreferLeader runs" there is not ownership.
+        let knows = !matches!(
+            view.election,
+            crate::cluster::Election::Starting | crate::cluster::Election::NoManager { .. }
+        ) || spec.cluster_policy == ClusterPolicy::EveryNode;
+        let owner = view
+            .owner_of(name, spec.cluster_policy, instant)
+            .filter(|_| knows);
         if owner.as_deref() != Some(me.as_str()) {
             if watched.owned_since_ms.take().is_some() {
                 tracing::info!(job = name, "expectations: another node judges the job now");

@@ -412,3 +412,18 @@ async fn a_new_owner_leaves_an_earlier_long_run_to_the_judge_before_it() {
         "T0's run passed maxDuration at T0+20.1s, in b's term; T0+1m's in this node's"
     );
 }
+
+/// A node whose election manager is not running (starting, stopping, or failed to start)
+/// does not know who owns a Leader job, so it judges nothing: found in the gossip rolling
+/// restart, where each stopping node reported the seconds after its stop as missed.
+#[tokio::test]
+async fn a_node_without_its_manager_judges_no_leader_job() {
+    let mut stopping = view("a", vec![]);
+    stopping.election = Election::NoManager {
+        reason: "the gossip manager stopped".into(),
+    };
+    let (state, _tx) = node(stopping, report_job(ClusterPolicy::Leader));
+    let mut judge = Judge::default();
+    passes(&state, &mut judge, &[T0 - 1_000, T0 + MIN + 40_000]).await;
+    assert!(found(&state).is_empty(), "{:?}", found(&state));
+}
