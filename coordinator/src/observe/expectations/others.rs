@@ -84,11 +84,7 @@ async fn from_store(
             // This node's own runs come from its ledger, which also knows the ones its
             // writer has not stored yet.
             for r in records.into_iter().filter(|r| r.node != me) {
-                let ended = r.ended_at_ms.map(|at_ms| RunEnded {
-                    at_ms,
-                    duration_ms: r.duration_ms.unwrap_or_default(),
-                    succeeded: r.succeeded.unwrap_or(false),
-                });
+                let ended = ended(r.ended_at_ms, r.duration_ms, r.succeeded);
                 let run = RunSeen {
                     node: r.node,
                     attempt: r.attempt,
@@ -133,11 +129,7 @@ pub fn from_peers(rows: &[PeerRow]) -> Runs {
         let node = row.node_name.clone().unwrap_or_else(|| row.host.clone());
         for job in jobs {
             for r in &job.recent_runs {
-                let ended = r.ended_at_ms.map(|at_ms| RunEnded {
-                    at_ms,
-                    duration_ms: r.duration_ms.unwrap_or_default(),
-                    succeeded: r.succeeded.unwrap_or(false),
-                });
+                let ended = ended(r.ended_at_ms, r.duration_ms, r.succeeded);
                 runs.add(
                     &job.name,
                     InstantRun {
@@ -154,4 +146,14 @@ pub fn from_peers(rows: &[PeerRow]) -> Runs {
         }
     }
     runs
+}
+
+/// How a reported run ended, from the optional end fields a peer's report and a store's run
+/// record share; `None` while it runs.
+fn ended(at: Option<i64>, duration_ms: Option<u64>, succeeded: Option<bool>) -> Option<RunEnded> {
+    at.map(|at_ms| RunEnded {
+        at_ms,
+        duration_ms: duration_ms.unwrap_or_default(),
+        succeeded: succeeded.unwrap_or(false),
+    })
 }
